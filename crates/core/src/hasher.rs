@@ -1,0 +1,178 @@
+//! The node hashers: how values, leaves and internal nodes become 32-byte hashes.
+//!
+//! A database picks one hasher when it is created and records its [`Hasher::id`]; every root,
+//! proof and witness is only meaningful together with it. Leaf and internal hashes are
+//! domain-separated by the most significant bit of the first byte (1 for leaves, 0 for internal
+//! nodes), exactly as NOMT does, so that the kind of a node can be read off its hash.
+
+use crate::trie::{KeyPath, Node, NodeKind, ValueHash, TERMINATOR};
+use sha2::Digest as _;
+
+/// The hash function behind a trie. Chosen per database, recorded in it, and carried in every
+/// encoded proof so that a mismatch is an error instead of a silent failure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Hasher {
+    /// BLAKE3 (the default): fast on every CPU, with SIMD.
+    #[default]
+    Blake3,
+    /// SHA-256 (FIPS 180-4); uses the CPU's SHA extensions where present.
+    Sha256,
+    /// Keccak-256 as used by Ethereum (the original Keccak padding, not SHA3-256).
+    Keccak256,
+}
+
+impl Hasher {
+    /// Every hasher Sprig knows, in id order.
+    pub const ALL: [Hasher; 3] = [Hasher::Blake3, Hasher::Sha256, Hasher::Keccak256];
+
+    /// The one-byte identifier stored in databases and encoded proofs.
+    pub const fn id(self) -> u8 {
+        match self {
+            Hasher::Blake3 => 1,
+            Hasher::Sha256 => 2,
+            Hasher::Keccak256 => 3,
+        }
+    }
+
+    /// The hasher with the given identifier, if there is one.
+    pub const fn from_id(id: u8) -> Option<Hasher> {
+        match id {
+            1 => Some(Hasher::Blake3),
+            2 => Some(Hasher::Sha256),
+            3 => Some(Hasher::Keccak256),
+            _ => None,
+        }
+    }
+
+    /// The lowercase name used in options, files and command lines.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Hasher::Blake3 => "blake3",
+            Hasher::Sha256 => "sha256",
+            Hasher::Keccak256 => "keccak256",
+        }
+    }
+
+    /// The hasher with the given name (case-insensitive), if there is one.
+    pub fn from_name(name: &str) -> Option<Hasher> {
+        Hasher::ALL
+            .into_iter()
+            .find(|h| h.name().eq_ignore_ascii_case(name))
+    }
+
+    /// Hash an arbitrary byte string: `H(bytes)`.
+    pub fn hash_value(self, bytes: &[u8]) -> ValueHash {
+        match self {
+            Hasher::Blake3 => *blake3::hash(bytes).as_bytes(),
+            Hasher::Sha256 => sha2::Sha256::digest(bytes).into(),
+            Hasher::Keccak256 => sha3::Keccak256::digest(bytes).into(),
+        }
+    }
+
+    /// `H(left ‖ right)` with no labelling.
+    fn hash_pair(self, left: &[u8; 32], right: &[u8; 32]) -> [u8; 32] {
+        match self {
+            Hasher::Blake3 => {
+                let mut h = blake3::Hasher::new();
+                h.update(left);
+                h.update(right);
+                *h.finalize().as_bytes()
+            }
+            Hasher::Sha256 => {
+                let mut h = sha2::Sha256::new();
+                h.update(left);
+                h.update(right);
+                h.finalize().into()
+            }
+            Hasher::Keccak256 => {
+                let mut h = sha3::Keccak256::new();
+                h.update(left);
+                h.update(right);
+                h.finalize().into()
+            }
+        }
+    }
+
+    /// The hash of a leaf: `H(key_path ‖ value_hash)` with the most significant bit set.
+    pub fn hash_leaf(self, key_path: &KeyPath, value_hash: &ValueHash) -> Node {
+        let mut node = self.hash_pair(key_path, value_hash);
+        node[0] |= 0x80;
+        node
+    }
+
+    /// The hash of an internal node: `H(left ‖ right)` with the most significant bit cleared.
+    ///
+    /// This is the raw rule; [`crate::trie::parent`] applies the compaction that decides whether
+    /// an internal node exists at all.
+    pub fn hash_internal(self, left: &Node, right: &Node) -> Node {
+        let mut node = self.hash_pair(left, right);
+        node[0] &= 0x7f;
+        node
+    }
+
+    /// The kind of node a hash denotes: the terminator is all zeros, leaves have the most
+    /// significant bit set, internal nodes have it cleared.
+    pub fn node_kind(node: &Node) -> NodeKind {
+        if node[0] & 0x80 != 0 {
+            NodeKind::Leaf
+        } else if *node == TERMINATOR {
+            NodeKind::Terminator
+        } else {
+            NodeKind::Internal
+        }
+    }
+}
+
+impl core::fmt::Display for Hasher {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_and_names_round_trip() {
+        for h in Hasher::ALL {
+            assert_eq!(Hasher::from_id(h.id()), Some(h));
+            assert_eq!(Hasher::from_name(h.name()), Some(h));
+            assert_eq!(Hasher::from_name(&h.name().to_uppercase()), Some(h));
+        }
+        assert_eq!(Hasher::from_id(0), None);
+        assert_eq!(Hasher::from_id(4), None);
+        assert_eq!(Hasher::from_name("md5"), None);
+    }
+
+    #[test]
+    fn known_answers() {
+        // Published test vectors for the empty string.
+        assert_eq!(
+            Hasher::Blake3.hash_value(b"")[..4],
+            [0xaf, 0x13, 0x49, 0xb9]
+        );
+        assert_eq!(
+            Hasher::Sha256.hash_value(b"")[..4],
+            [0xe3, 0xb0, 0xc4, 0x42]
+        );
+        assert_eq!(
+            Hasher::Keccak256.hash_value(b"")[..4],
+            [0xc5, 0xd2, 0x46, 0x01]
+        );
+    }
+
+    #[test]
+    fn labels_separate_leaves_from_internal_nodes() {
+        for h in Hasher::ALL {
+            let a = [7u8; 32];
+            let b = [9u8; 32];
+            let leaf = h.hash_leaf(&a, &b);
+            let internal = h.hash_internal(&a, &b);
+            assert_eq!(Hasher::node_kind(&leaf), NodeKind::Leaf);
+            assert_eq!(Hasher::node_kind(&internal), NodeKind::Internal);
+            assert_eq!(leaf[1..], internal[1..]);
+            assert_eq!(Hasher::node_kind(&TERMINATOR), NodeKind::Terminator);
+        }
+    }
+}

@@ -1,0 +1,109 @@
+//! How an honest prover builds proofs from a sorted list of entries.
+//!
+//! The reference model proves over its whole entry set; the engine uses the same functions on
+//! one page's entries below the page's position, and writes the nodes above the pages from its
+//! in-memory directory.
+
+use super::{MultiProof, PathProof, ProofNode, Terminal};
+use crate::hasher::Hasher;
+use crate::trie::{bit_at, subtrie_root, KeyPath, LeafData, ValueHash, KEY_BITS};
+use alloc::vec::Vec;
+
+/// Append to `out` the pre-order multi-proof nodes of the subtree at `depth` holding `entries`,
+/// expanded along the paths of `keys`.
+///
+/// `entries` must be sorted with distinct keys and `keys` sorted; both must share the position's
+/// first `depth` bits. Subtrees that no key enters become opaque hashes.
+pub fn prove_subtrie(
+    hasher: Hasher,
+    depth: usize,
+    entries: &[(KeyPath, ValueHash)],
+    keys: &[KeyPath],
+    out: &mut Vec<ProofNode>,
+) {
+    if keys.is_empty() {
+        out.push(match entries {
+            [] => ProofNode::Terminator,
+            _ => ProofNode::Opaque(subtrie_root(hasher, depth, entries)),
+        });
+        return;
+    }
+    match entries {
+        [] => out.push(ProofNode::Terminator),
+        [(key_path, value_hash)] => out.push(ProofNode::Leaf(LeafData {
+            key_path: *key_path,
+            value_hash: *value_hash,
+        })),
+        _ if depth >= KEY_BITS => out.push(ProofNode::Terminator),
+        _ => {
+            out.push(ProofNode::Internal);
+            let e = entries.partition_point(|(k, _)| !bit_at(k, depth));
+            let k = keys.partition_point(|k| !bit_at(k, depth));
+            let (el, er) = entries.split_at(e);
+            let (kl, kr) = keys.split_at(k);
+            prove_subtrie(hasher, depth + 1, el, kl, out);
+            prove_subtrie(hasher, depth + 1, er, kr, out);
+        }
+    }
+}
+
+impl MultiProof {
+    /// The multi-proof of `keys` over the whole trie holding `entries` (both sorted).
+    pub fn from_entries(
+        hasher: Hasher,
+        entries: &[(KeyPath, ValueHash)],
+        keys: &[KeyPath],
+    ) -> MultiProof {
+        let mut nodes = Vec::new();
+        prove_subtrie(hasher, 0, entries, keys, &mut nodes);
+        MultiProof { nodes }
+    }
+}
+
+/// The path proof of `key` over the trie holding `entries` (sorted, distinct keys).
+pub fn path_proof_from_entries(
+    hasher: Hasher,
+    entries: &[(KeyPath, ValueHash)],
+    key: &KeyPath,
+) -> PathProof {
+    let mut siblings = Vec::new();
+    let mut here = entries;
+    let mut depth = 0;
+    loop {
+        match here {
+            [] => {
+                return PathProof {
+                    terminal: Terminal::Empty,
+                    siblings,
+                }
+            }
+            [(key_path, value_hash)] => {
+                return PathProof {
+                    terminal: Terminal::Leaf(LeafData {
+                        key_path: *key_path,
+                        value_hash: *value_hash,
+                    }),
+                    siblings,
+                }
+            }
+            _ if depth >= KEY_BITS => {
+                return PathProof {
+                    terminal: Terminal::Empty,
+                    siblings,
+                }
+            }
+            _ => {
+                let split = here.partition_point(|(k, _)| !bit_at(k, depth));
+                let (left, right) = here.split_at(split);
+                let (next, other) = if bit_at(key, depth) {
+                    (right, left)
+                } else {
+                    (left, right)
+                };
+                siblings.push(subtrie_root(hasher, depth + 1, other));
+                here = next;
+                depth += 1;
+            }
+        }
+    }
+}
