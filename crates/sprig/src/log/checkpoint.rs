@@ -1,0 +1,265 @@
+//! Checkpoints: the whole directory and segment accounting at one commit, written atomically,
+//! so that opening a database reads one file and replays only the commit records after it.
+
+use crate::codec::{checksum, Put, Reader};
+use crate::directory::Directory;
+use crate::error::{Error, Result};
+use crate::io::{OpenOptions, Storage};
+use crate::log::record::{decode_subtree, encode_subtree, for_each_disk_page, hex};
+use crate::log::segments::{SegmentMeta, SegmentTable};
+use sprig_core::trie::Node;
+use sprig_core::Hasher;
+use std::collections::BTreeMap;
+
+const MAGIC: &[u8; 4] = b"SPCK";
+const VERSION: u8 = 1;
+
+/// The file name of the checkpoint at commit `seq`.
+pub fn checkpoint_file_name(seq: u64) -> String {
+    format!("ckpt-{seq:020}.ckpt")
+}
+
+/// Parse a checkpoint file name.
+pub fn parse_checkpoint_file_name(name: &str) -> Option<u64> {
+    name.strip_prefix("ckpt-")?
+        .strip_suffix(".ckpt")?
+        .parse()
+        .ok()
+}
+
+/// The state at one commit.
+#[derive(Debug, Clone)]
+pub struct Checkpoint {
+    /// The commit the checkpoint holds.
+    pub seq: u64,
+    /// The WAL file holding the records after `seq`.
+    pub wal_id: u32,
+    /// Where in that file the record after `seq` starts.
+    pub wal_offset: u64,
+    /// Segment accounting.
+    pub table: SegmentTable,
+    /// The directory.
+    pub dir: Directory,
+}
+
+impl Checkpoint {
+    fn encode(&self) -> Result<Vec<u8>> {
+        let mut out = Vec::with_capacity(128 + self.dir.len() as usize);
+        out.extend_from_slice(MAGIC);
+        out.put_u8(VERSION);
+        out.put_u8(self.dir.hasher().id());
+        out.put_u64(self.seq);
+        out.extend_from_slice(&self.dir.root_node());
+        out.put_u64(self.dir.len());
+        out.put_u32(self.wal_id);
+        out.put_u64(self.wal_offset);
+        out.put_u32(self.table.active);
+        out.put_u32(self.table.segment_blocks);
+        out.put_count(self.table.segments.len());
+        for (id, meta) in &self.table.segments {
+            out.put_u32(*id);
+            out.put_u32(meta.used_blocks);
+            out.put_u64(meta.live_value_blocks);
+        }
+        encode_subtree(self.dir.tree(), &mut out).map_err(|e| {
+            Error::InvalidArgument(format!("cannot checkpoint an unwritten version: {e}"))
+        })?;
+        let sum = checksum(&out);
+        out.put_u64(sum);
+        Ok(out)
+    }
+
+    fn decode(name: &str, bytes: &[u8], hasher: Hasher) -> Result<Checkpoint> {
+        let bad = |at: usize, what: &str| Error::corruption(name, at as u64, what);
+        let body_len = bytes
+            .len()
+            .checked_sub(8)
+            .ok_or_else(|| bad(0, "checkpoint truncated"))?;
+        let (body, tail) = bytes.split_at(body_len);
+        let stored = tail
+            .try_into()
+            .map(u64::from_le_bytes)
+            .map_err(|_| bad(body_len, "checkpoint truncated"))?;
+        if checksum(body) != stored {
+            return Err(bad(body_len, "checkpoint checksum mismatch"));
+        }
+        let mut r = Reader::new(body);
+        let de = |e: crate::codec::DecodeError| bad(e.at, e.what);
+        if &r.array::<4>().map_err(de)? != MAGIC || r.u8().map_err(de)? != VERSION {
+            return Err(bad(0, "not a checkpoint (bad magic or version)"));
+        }
+        let id = r.u8().map_err(de)?;
+        if id != hasher.id() {
+            return Err(bad(
+                5,
+                "checkpoint made with another hasher than the database's",
+            ));
+        }
+        let seq = r.u64().map_err(de)?;
+        let root: Node = r.array().map_err(de)?;
+        let entries = r.u64().map_err(de)?;
+        let wal_id = r.u32().map_err(de)?;
+        let wal_offset = r.u64().map_err(de)?;
+        let active = r.u32().map_err(de)?;
+        let segment_blocks = r.u32().map_err(de)?;
+        let n = r.count(16).map_err(de)?;
+        let mut segments = BTreeMap::new();
+        for _ in 0..n {
+            let id = r.u32().map_err(de)?;
+            let used_blocks = r.u32().map_err(de)?;
+            let live_value_blocks = r.u64().map_err(de)?;
+            segments.insert(
+                id,
+                SegmentMeta {
+                    used_blocks,
+                    live_page_blocks: 0,
+                    live_value_blocks,
+                },
+            );
+        }
+        let tree = decode_subtree(&mut r, hasher, 0).map_err(de)?;
+        r.finish().map_err(de)?;
+        let dir = Directory::from_root(hasher, tree);
+        if dir.root_node() != root {
+            return Err(bad(
+                0,
+                &format!(
+                    "checkpoint directory hashes to {} but states root {}",
+                    hex(&dir.root_node()),
+                    hex(&root)
+                ),
+            ));
+        }
+        if dir.len() != entries {
+            return Err(bad(
+                0,
+                "checkpoint entry count disagrees with its directory",
+            ));
+        }
+        let mut table = SegmentTable {
+            segments,
+            active,
+            segment_blocks,
+        };
+        for_each_disk_page(dir.tree(), &mut |l| table.add_pages(l, 1));
+        Ok(Checkpoint {
+            seq,
+            wal_id,
+            wal_offset,
+            table,
+            dir,
+        })
+    }
+
+    /// Write the checkpoint atomically (temporary file, sync, rename, directory sync).
+    pub fn store(&self, storage: &dyn Storage) -> Result<()> {
+        let name = checkpoint_file_name(self.seq);
+        let tmp = format!("{name}.tmp");
+        let bytes = self.encode()?;
+        let file = storage
+            .open(
+                &tmp,
+                OpenOptions {
+                    create: true,
+                    direct: false,
+                },
+            )
+            .map_err(|e| Error::io("creating", &tmp, e))?;
+        file.set_len(0)
+            .and_then(|_| file.write_at(&bytes, 0))
+            .and_then(|_| file.sync())
+            .map_err(|e| Error::io("writing", &tmp, e))?;
+        storage
+            .rename(&tmp, &name)
+            .and_then(|_| storage.sync_dir())
+            .map_err(|e| Error::io("installing", &name, e))
+    }
+
+    /// Load the checkpoint with sequence number `seq`.
+    pub fn load(storage: &dyn Storage, seq: u64, hasher: Hasher) -> Result<Checkpoint> {
+        let name = checkpoint_file_name(seq);
+        let file = storage
+            .open(
+                &name,
+                OpenOptions {
+                    create: false,
+                    direct: false,
+                },
+            )
+            .map_err(|e| Error::io("opening", &name, e))?;
+        let len = file.size().map_err(|e| Error::io("reading", &name, e))?;
+        let len = usize::try_from(len).map_err(|_| Error::corruption(&name, 0, "too large"))?;
+        let mut bytes = vec![0u8; len];
+        file.read_at(&mut bytes, 0)
+            .map_err(|e| Error::io("reading", &name, e))?;
+        let cp = Checkpoint::decode(&name, &bytes, hasher)?;
+        if cp.seq != seq {
+            return Err(Error::corruption(
+                &name,
+                0,
+                "checkpoint holds another commit than its name says",
+            ));
+        }
+        Ok(cp)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::directory::{DirNode, PageLoc, PageRef};
+    use crate::io::MemoryStorage;
+    use crate::prefix::Prefix;
+    use std::sync::Arc;
+
+    fn sample(hasher: Hasher) -> Checkpoint {
+        let page = |l: u64, count: u32, fill: u8| {
+            let mut node = [fill; 32];
+            node[0] = if count == 1 { 0x80 } else { 0x10 };
+            Arc::new(DirNode::Page(PageRef {
+                loc: PageLoc::Disk(l),
+                checksum: l * 7,
+                node,
+                count,
+            }))
+        };
+        let dir = Directory::empty(hasher)
+            .replace(vec![(
+                Prefix::root(),
+                Arc::new(DirNode::branch(
+                    hasher,
+                    page(1 << 32, 5, 1),
+                    Arc::new(DirNode::branch(hasher, page(2, 1, 2), page(3, 9, 3))),
+                )),
+            )])
+            .unwrap();
+        Checkpoint {
+            seq: 12,
+            wal_id: 3,
+            wal_offset: 999,
+            table: SegmentTable::new(64),
+            dir,
+        }
+    }
+
+    #[test]
+    fn round_trip_and_bit_flips_are_caught() {
+        let h = Hasher::Blake3;
+        let s = MemoryStorage::new();
+        let cp = sample(h);
+        cp.store(&s).unwrap();
+        let back = Checkpoint::load(&s, 12, h).unwrap();
+        assert_eq!(back.dir.root_node(), cp.dir.root_node());
+        assert_eq!(back.dir.len(), 15);
+        assert_eq!(back.wal_offset, 999);
+        assert_eq!(back.table.segments[&0].live_page_blocks, 2);
+        assert_eq!(back.table.segments[&1].live_page_blocks, 1);
+        let bytes = cp.encode().unwrap();
+        for i in 0..bytes.len() * 8 {
+            let mut b = bytes.clone();
+            b[i / 8] ^= 1 << (i % 8);
+            assert!(Checkpoint::decode("c", &b, h).is_err(), "bit {i}");
+        }
+        assert!(Checkpoint::load(&s, 12, Hasher::Sha256).is_err());
+    }
+}

@@ -1,0 +1,263 @@
+//! Commit records and the directory encoding they share with checkpoints.
+//!
+//! A commit record says how one commit changed the directory: for each replaced region (a
+//! directory position), the new subtree of pages; plus the value records written and freed,
+//! and how far each segment written to is now filled. Replaying records on a checkpoint's
+//! directory rebuilds the latest directory without reading a single page, and the replayed
+//! root must equal the root each record states.
+
+use crate::codec::{DecodeError, Put, Reader};
+use crate::directory::{DirNode, Directory, PageLoc, PageRef};
+use crate::log::segments::SegmentTable;
+use crate::prefix::Prefix;
+use sprig_core::trie::{KeyPath, Node, KEY_BITS};
+use sprig_core::Hasher;
+use std::sync::Arc;
+
+const TAG_EMPTY: u8 = 0;
+const TAG_PAGE: u8 = 1;
+const TAG_BRANCH: u8 = 2;
+const PAGE_REF_BYTES: usize = 1 + 8 + 8 + 32 + 4;
+
+/// Why a directory could not be encoded: it refers to pages not yet written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("the directory refers to a page that is not on disk")]
+pub struct UnwrittenPage;
+
+/// Append the pre-order encoding of a directory subtree.
+pub fn encode_subtree(node: &DirNode, out: &mut Vec<u8>) -> Result<(), UnwrittenPage> {
+    match node {
+        DirNode::Empty => out.put_u8(TAG_EMPTY),
+        DirNode::Page(p) => {
+            let PageLoc::Disk(l) = p.loc else {
+                return Err(UnwrittenPage);
+            };
+            out.put_u8(TAG_PAGE);
+            out.put_u64(l);
+            out.put_u64(p.checksum);
+            out.extend_from_slice(&p.node);
+            out.put_u32(p.count);
+        }
+        DirNode::Branch(b) => {
+            out.put_u8(TAG_BRANCH);
+            encode_subtree(&b.children()[0], out)?;
+            encode_subtree(&b.children()[1], out)?;
+        }
+    }
+    Ok(())
+}
+
+/// Decode a subtree rooted at depth `depth`, recomputing branch nodes.
+pub fn decode_subtree(
+    r: &mut Reader<'_>,
+    hasher: Hasher,
+    depth: usize,
+) -> Result<Arc<DirNode>, DecodeError> {
+    let node = match r.u8()? {
+        TAG_EMPTY => DirNode::Empty,
+        TAG_PAGE => {
+            let loc = r.u64()?;
+            let checksum = r.u64()?;
+            let node: Node = r.array()?;
+            let count = r.u32()?;
+            if count == 0 {
+                return Err(r.error("page with no entries"));
+            }
+            DirNode::Page(PageRef {
+                loc: PageLoc::Disk(loc),
+                checksum,
+                node,
+                count,
+            })
+        }
+        TAG_BRANCH => {
+            if depth >= KEY_BITS {
+                return Err(r.error("directory deeper than 256 bits"));
+            }
+            let left = decode_subtree(r, hasher, depth + 1)?;
+            let right = decode_subtree(r, hasher, depth + 1)?;
+            DirNode::branch(hasher, left, right)
+        }
+        _ => return Err(r.error("unknown directory node tag")),
+    };
+    Ok(Arc::new(node))
+}
+
+/// The smallest encoding of a subtree node, for bounding counts.
+pub const MIN_NODE_BYTES: usize = 1;
+
+/// How one commit changed the database.
+#[derive(Debug, Clone)]
+pub struct CommitRecord {
+    /// The commit's sequence number.
+    pub seq: u64,
+    /// The state root after the commit.
+    pub root: Node,
+    /// The number of entries after the commit.
+    pub entries: u64,
+    /// Replaced regions and their new subtrees (every page on disk).
+    pub regions: Vec<(Prefix, Arc<DirNode>)>,
+    /// Value records written: (location, blocks).
+    pub values_written: Vec<(u64, u32)>,
+    /// Value records no longer referenced: (location, blocks).
+    pub values_freed: Vec<(u64, u32)>,
+    /// For each segment written to: (segment id, blocks used after this commit), in the
+    /// order they were filled; the last is the active segment.
+    pub segment_heads: Vec<(u32, u32)>,
+}
+
+impl CommitRecord {
+    /// Encode the record's payload.
+    pub fn encode(&self) -> Result<Vec<u8>, UnwrittenPage> {
+        let mut out = Vec::with_capacity(64 + self.regions.len() * (35 + PAGE_REF_BYTES));
+        out.put_u64(self.seq);
+        out.extend_from_slice(&self.root);
+        out.put_u64(self.entries);
+        out.put_count(self.regions.len());
+        for (prefix, subtree) in &self.regions {
+            out.put_u16(prefix.len_u16());
+            out.extend_from_slice(prefix.bits());
+            encode_subtree(subtree, &mut out)?;
+        }
+        for list in [&self.values_written, &self.values_freed] {
+            out.put_count(list.len());
+            for (l, blocks) in list.iter() {
+                out.put_u64(*l);
+                out.put_u32(*blocks);
+            }
+        }
+        out.put_count(self.segment_heads.len());
+        for (id, used) in &self.segment_heads {
+            out.put_u32(*id);
+            out.put_u32(*used);
+        }
+        Ok(out)
+    }
+
+    /// Decode a record's payload.
+    pub fn decode(bytes: &[u8], hasher: Hasher) -> Result<CommitRecord, DecodeError> {
+        let mut r = Reader::new(bytes);
+        let seq = r.u64()?;
+        let root = r.array()?;
+        let entries = r.u64()?;
+        let n = r.count(2 + 32 + MIN_NODE_BYTES)?;
+        let mut regions = Vec::with_capacity(n);
+        for _ in 0..n {
+            let len = r.u16()?;
+            let bits: KeyPath = r.array()?;
+            let prefix = Prefix::from_parts(bits, len).ok_or(r.error("invalid region prefix"))?;
+            let subtree = decode_subtree(&mut r, hasher, prefix.len())?;
+            regions.push((prefix, subtree));
+        }
+        let mut lists = [Vec::new(), Vec::new()];
+        for list in lists.iter_mut() {
+            let n = r.count(12)?;
+            list.reserve(n);
+            for _ in 0..n {
+                list.push((r.u64()?, r.u32()?));
+            }
+        }
+        let [values_written, values_freed] = lists;
+        let n = r.count(8)?;
+        let mut segment_heads = Vec::with_capacity(n);
+        for _ in 0..n {
+            segment_heads.push((r.u32()?, r.u32()?));
+        }
+        r.finish()?;
+        Ok(CommitRecord {
+            seq,
+            root,
+            entries,
+            regions,
+            values_written,
+            values_freed,
+            segment_heads,
+        })
+    }
+}
+
+/// Why a record could not be applied.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ApplyError {
+    /// The record's regions do not fit the directory.
+    #[error(transparent)]
+    Directory(#[from] crate::directory::DirectoryError),
+    /// The resulting root is not the one the record states.
+    #[error("replaying the record gives root {found} instead of {stated}")]
+    RootMismatch {
+        /// The root the record states (hex).
+        stated: String,
+        /// The root the replay produced (hex).
+        found: String,
+    },
+    /// The resulting entry count is not the one the record states.
+    #[error("replaying the record gives {found} entries instead of {stated}")]
+    CountMismatch {
+        /// The count the record states.
+        stated: u64,
+        /// The count the replay produced.
+        found: u64,
+    },
+}
+
+/// Apply a record to a directory and its segment accounting: the one transition shared by
+/// commit and recovery. Returns the new directory.
+pub fn apply_record(
+    dir: &Directory,
+    table: &mut SegmentTable,
+    record: &CommitRecord,
+) -> Result<Directory, ApplyError> {
+    let next = dir.replace(record.regions.clone())?;
+    if next.root_node() != record.root {
+        return Err(ApplyError::RootMismatch {
+            stated: hex(&record.root),
+            found: hex(&next.root_node()),
+        });
+    }
+    if next.len() != record.entries {
+        return Err(ApplyError::CountMismatch {
+            stated: record.entries,
+            found: next.len(),
+        });
+    }
+    for (prefix, subtree) in &record.regions {
+        if let Some(old) = dir.node_at(prefix) {
+            for_each_disk_page(old, &mut |l| table.add_pages(l, -1));
+        }
+        for_each_disk_page(subtree, &mut |l| table.add_pages(l, 1));
+    }
+    for (l, blocks) in &record.values_written {
+        table.add_values(*l, i64::from(*blocks));
+    }
+    for (l, blocks) in &record.values_freed {
+        table.add_values(*l, -i64::from(*blocks));
+    }
+    for (id, used) in &record.segment_heads {
+        let meta = table.segments.entry(*id).or_default();
+        meta.used_blocks = meta.used_blocks.max(*used);
+        table.active = *id;
+    }
+    Ok(next)
+}
+
+/// Visit the location of every on-disk page under `node`.
+pub fn for_each_disk_page(node: &DirNode, f: &mut dyn FnMut(u64)) {
+    match node {
+        DirNode::Empty => {}
+        DirNode::Page(p) => {
+            if let PageLoc::Disk(l) = p.loc {
+                f(l);
+            }
+        }
+        DirNode::Branch(b) => {
+            for c in b.children() {
+                for_each_disk_page(c, f);
+            }
+        }
+    }
+}
+
+/// Lowercase hex of bytes.
+pub fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
