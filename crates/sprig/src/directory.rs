@@ -177,7 +177,11 @@ impl Directory {
         &self,
         mut regions: Vec<(Prefix, Arc<DirNode>)>,
     ) -> Result<Directory, DirectoryError> {
-        regions.sort_by(|a, b| a.0.bits().cmp(b.0.bits()).then(a.0.len().cmp(&b.0.len())));
+        regions.sort_by(|a, b| {
+            a.0.bits()
+                .cmp(b.0.bits())
+                .then(a.0.depth().cmp(&b.0.depth()))
+        });
         for pair in regions.windows(2) {
             if let [a, b] = pair {
                 if a.0.covers(&b.0) || b.0.covers(&a.0) {
@@ -210,7 +214,7 @@ impl Directory {
     /// The node at `pos`, if `pos` is a position of the directory (not inside a page).
     pub fn node_at(&self, pos: &Prefix) -> Option<&Arc<DirNode>> {
         let mut node = &self.root;
-        for depth in 0..pos.len() {
+        for depth in 0..pos.depth() {
             match node.as_ref() {
                 DirNode::Branch(b) => node = &b.children[usize::from(pos.bit(depth))],
                 _ => return None,
@@ -249,7 +253,7 @@ fn replace_at(
     if regions.iter().any(|(p, _)| *p == pos) {
         return Err(DirectoryError::Overlap(pos));
     }
-    let depth = pos.len();
+    let depth = pos.depth();
     let split = regions.partition_point(|(p, _)| !p.bit(depth));
     let (left, right) = regions.split_at(split);
     let l = replace_at(hasher, &b.children[0], pos.child(false), left)?;
@@ -285,7 +289,7 @@ fn prove_at<'p>(
                 return Err(DirectoryError::ThinBranch(pos));
             }
             out.push(ProofNode::Internal);
-            let depth = pos.len();
+            let depth = pos.depth();
             let split = keys.partition_point(|k| !bit_at(k, depth));
             let (kl, kr) = keys.split_at(split);
             prove_at(hasher, &b.children[0], pos.child(false), kl, page, out)?;

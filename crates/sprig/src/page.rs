@@ -115,7 +115,7 @@ pub fn body_bytes(entries: &[Entry]) -> usize {
 impl Page {
     /// The page's node in the trie: the root of its entries' sub-trie at its prefix's depth.
     pub fn node(&self, hasher: Hasher) -> Node {
-        subtrie_root(hasher, self.prefix.len(), &self.leaves(hasher))
+        subtrie_root(hasher, self.prefix.depth(), &self.leaves(hasher))
     }
 
     /// Every entry as (key path, value hash).
@@ -129,7 +129,7 @@ impl Page {
     /// Append the multi-proof nodes of `keys` (sorted, all under this page's prefix) below the
     /// page's position.
     pub fn prove(&self, hasher: Hasher, keys: &[KeyPath], out: &mut Vec<ProofNode>) {
-        prove_subtrie(hasher, self.prefix.len(), &self.leaves(hasher), keys, out);
+        prove_subtrie(hasher, self.prefix.depth(), &self.leaves(hasher), keys, out);
     }
 
     /// The value of `key`, if present.
@@ -306,7 +306,7 @@ impl Layout {
         if body_bytes(&entries) <= limit || entries.len() <= 1 || prefix.is_full() {
             return Layout::Page(prefix, entries);
         }
-        let depth = prefix.len();
+        let depth = prefix.depth();
         let split = entries.partition_point(|e| !sprig_core::trie::bit_at(&e.key, depth));
         let mut left = entries;
         let right = left.split_off(split);
@@ -349,7 +349,7 @@ mod tests {
                 value: Value::Inline(vec![i as u8; value_len]),
             })
             .collect();
-        e.sort_by(|a, b| a.key.cmp(&b.key));
+        e.sort_by_key(|x| x.key);
         e
     }
 

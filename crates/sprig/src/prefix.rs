@@ -43,8 +43,8 @@ impl Prefix {
         (usize::from(len) <= KEY_BITS && p.bits == bits).then_some(p)
     }
 
-    /// The number of bits.
-    pub fn len(&self) -> usize {
+    /// The number of bits: the depth of this position in the trie.
+    pub fn depth(&self) -> usize {
         usize::from(self.len)
     }
 
@@ -60,7 +60,7 @@ impl Prefix {
 
     /// Whether the prefix is a whole key path (it cannot be split further).
     pub fn is_full(&self) -> bool {
-        self.len() >= KEY_BITS
+        self.depth() >= KEY_BITS
     }
 
     /// The bits, zero past the length.
@@ -80,7 +80,7 @@ impl Prefix {
             return *self;
         }
         let mut bits = self.bits;
-        set_bit(&mut bits, self.len(), right);
+        set_bit(&mut bits, self.depth(), right);
         Prefix {
             bits,
             len: self.len + 1,
@@ -89,7 +89,7 @@ impl Prefix {
 
     /// Whether `key` lies in this position's subtree.
     pub fn contains(&self, key: &KeyPath) -> bool {
-        same_prefix(&self.bits, key, self.len())
+        same_prefix(&self.bits, key, self.depth())
     }
 
     /// Whether `other` lies at or below this position.
@@ -105,13 +105,13 @@ impl std::fmt::Display for Prefix {
         if self.len == 0 {
             return f.write_str("<root>");
         }
-        if self.len() <= 64 {
-            for i in 0..self.len() {
+        if self.depth() <= 64 {
+            for i in 0..self.depth() {
                 f.write_str(if self.bit(i) { "1" } else { "0" })?;
             }
             return Ok(());
         }
-        for b in self.bits.iter().take(self.len().div_ceil(8)) {
+        for b in self.bits.iter().take(self.depth().div_ceil(8)) {
             write!(f, "{b:02x}")?;
         }
         write!(f, "/{}", self.len)

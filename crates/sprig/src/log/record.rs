@@ -146,7 +146,7 @@ impl CommitRecord {
             let len = r.u16()?;
             let bits: KeyPath = r.array()?;
             let prefix = Prefix::from_parts(bits, len).ok_or(r.error("invalid region prefix"))?;
-            let subtree = decode_subtree(&mut r, hasher, prefix.len())?;
+            let subtree = decode_subtree(&mut r, hasher, prefix.depth())?;
             regions.push((prefix, subtree));
         }
         let mut lists = [Vec::new(), Vec::new()];
