@@ -66,9 +66,22 @@ pub fn path_proof_from_entries(
     entries: &[(KeyPath, ValueHash)],
     key: &KeyPath,
 ) -> PathProof {
+    path_proof_below(hasher, 0, entries, key)
+}
+
+/// The part of `key`'s path proof below depth `depth`, over the subtree at that depth holding
+/// `entries` (sorted, distinct, all sharing the position's first `depth` bits, as does `key`).
+/// The siblings returned are those at depths `depth + 1` and below; a prover that knows the
+/// nodes above (such as the engine's directory) puts its own siblings in front.
+pub fn path_proof_below(
+    hasher: Hasher,
+    depth: usize,
+    entries: &[(KeyPath, ValueHash)],
+    key: &KeyPath,
+) -> PathProof {
     let mut siblings = Vec::new();
     let mut here = entries;
-    let mut depth = 0;
+    let mut depth = depth;
     loop {
         match here {
             [] => {
