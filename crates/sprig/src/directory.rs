@@ -9,10 +9,9 @@
 //! Invariant kept by the commit pipeline: every branch holds at least two entries, so its node
 //! is an internal node, and a key's path through the directory never ends above a page.
 
-use crate::io::Block;
 use crate::page::Page;
 use crate::prefix::Prefix;
-use sprig_core::proof::ProofNode;
+use sprig_core::proof::{path_proof_below, PathProof, ProofNode, Terminal};
 use sprig_core::trie::{bit_at, parent, KeyPath, Node, NodeKind, TERMINATOR};
 use sprig_core::Hasher;
 use std::sync::Arc;
@@ -23,7 +22,7 @@ pub enum PageLoc {
     /// In a segment file: segment id in the high 32 bits, block index in the low 32 bits.
     Disk(u64),
     /// Not written yet (part of an uncommitted batch or overlay).
-    Memory(Arc<Block>),
+    Memory(Arc<Page>),
 }
 
 /// A page as the directory knows it.
@@ -31,7 +30,7 @@ pub enum PageLoc {
 pub struct PageRef {
     /// Where the page is.
     pub loc: PageLoc,
-    /// xxh3-64 of the page's 4 KiB: every read is checked against it.
+    /// xxh3-64 of the page's 4 KiB: every read is checked against it (0 while in memory).
     pub checksum: u64,
     /// The page's trie node.
     pub node: Node,
@@ -221,6 +220,38 @@ impl Directory {
             }
         }
         Some(node)
+    }
+
+    /// The path proof of `key`: siblings from the directory down to the key's region, then from
+    /// the page (supplied by `page`) down to the terminal.
+    pub fn path_proof<'p>(
+        &self,
+        key: &KeyPath,
+        page: &dyn Fn(&Prefix) -> Option<&'p Page>,
+    ) -> Result<PathProof, DirectoryError> {
+        let mut siblings = Vec::new();
+        let mut node = &self.root;
+        let mut depth = 0usize;
+        while let DirNode::Branch(b) = node.as_ref() {
+            if Hasher::node_kind(&b.node) != NodeKind::Internal {
+                return Err(DirectoryError::ThinBranch(Prefix::of_key(key, depth)));
+            }
+            let right = bit_at(key, depth);
+            siblings.push(b.children[usize::from(!right)].node());
+            node = &b.children[usize::from(right)];
+            depth += 1;
+        }
+        let pos = Prefix::of_key(key, depth);
+        let terminal = match node.as_ref() {
+            DirNode::Page(_) => {
+                let p = page(&pos).ok_or(DirectoryError::PageMissing(pos))?;
+                let below = path_proof_below(self.hasher, depth, &p.leaves(self.hasher), key);
+                siblings.extend(below.siblings);
+                below.terminal
+            }
+            _ => Terminal::Empty,
+        };
+        Ok(PathProof { terminal, siblings })
     }
 
     /// Append the multi-proof nodes of `keys` (sorted, distinct): the directory supplies the

@@ -1,0 +1,134 @@
+//! The page cache: decoded pages by location, bounded, evicting with the CLOCK algorithm.
+//! Page locations are never reused for other content, so entries never go stale.
+
+use crate::page::Page;
+use parking_lot::Mutex;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+const SHARDS: usize = 16;
+/// The bytes one cached page is counted as.
+const PAGE_COST_BYTES: u64 = 4096 + 512;
+
+struct Slot {
+    loc: u64,
+    page: Arc<Page>,
+    referenced: bool,
+}
+
+#[derive(Default)]
+struct Shard {
+    slots: Vec<Slot>,
+    index: HashMap<u64, usize>,
+    hand: usize,
+}
+
+/// A bounded cache of decoded pages.
+pub struct PageCache {
+    shards: Vec<Mutex<Shard>>,
+    per_shard: usize,
+}
+
+impl PageCache {
+    /// A cache of about `bytes` bytes (0: no cache).
+    pub fn new(bytes: u64) -> PageCache {
+        let pages = usize::try_from(bytes / PAGE_COST_BYTES).unwrap_or(usize::MAX);
+        PageCache {
+            shards: (0..SHARDS).map(|_| Mutex::new(Shard::default())).collect(),
+            per_shard: pages / SHARDS,
+        }
+    }
+
+    fn shard(&self, loc: u64) -> Option<&Mutex<Shard>> {
+        if self.per_shard == 0 {
+            return None;
+        }
+        let h = loc.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 32;
+        self.shards.get(h as usize % SHARDS)
+    }
+
+    /// The page at `loc`, if cached.
+    pub fn get(&self, loc: u64) -> Option<Arc<Page>> {
+        let mut shard = self.shard(loc)?.lock();
+        let i = *shard.index.get(&loc)?;
+        let slot = shard.slots.get_mut(i)?;
+        slot.referenced = true;
+        Some(slot.page.clone())
+    }
+
+    /// Cache the page at `loc`.
+    pub fn insert(&self, loc: u64, page: Arc<Page>) {
+        let Some(shard) = self.shard(loc) else {
+            return;
+        };
+        let mut shard = shard.lock();
+        if shard.index.contains_key(&loc) {
+            return;
+        }
+        if shard.slots.len() < self.per_shard {
+            let i = shard.slots.len();
+            shard.slots.push(Slot {
+                loc,
+                page,
+                referenced: false,
+            });
+            shard.index.insert(loc, i);
+            return;
+        }
+        // CLOCK: sweep, clearing reference bits, until an unreferenced slot is found.
+        let n = shard.slots.len();
+        loop {
+            let hand = shard.hand % n;
+            shard.hand = hand + 1;
+            let Some(slot) = shard.slots.get_mut(hand) else {
+                return;
+            };
+            if slot.referenced {
+                slot.referenced = false;
+                continue;
+            }
+            let old = slot.loc;
+            *slot = Slot {
+                loc,
+                page,
+                referenced: false,
+            };
+            shard.index.remove(&old);
+            shard.index.insert(loc, hand);
+            return;
+        }
+    }
+
+    /// The number of cached pages.
+    pub fn len(&self) -> usize {
+        self.shards.iter().map(|s| s.lock().slots.len()).sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::prefix::Prefix;
+
+    fn page(seq: u64) -> Arc<Page> {
+        Arc::new(Page {
+            prefix: Prefix::root(),
+            seq,
+            entries: vec![],
+        })
+    }
+
+    #[test]
+    fn bounded_and_returns_what_it_holds() {
+        let c = PageCache::new(PAGE_COST_BYTES * 64);
+        for i in 0..1000u64 {
+            c.insert(i, page(i));
+            assert_eq!(c.get(i).map(|p| p.seq), Some(i));
+        }
+        assert!(c.len() <= 64);
+        let off = PageCache::new(0);
+        off.insert(1, page(1));
+        assert!(off.get(1).is_none());
+        assert_eq!(off.len(), 0);
+    }
+}

@@ -1,0 +1,631 @@
+//! The public database handle: opening and recovery, read views pinned to a committed version,
+//! and the shared machinery every operation uses to load pages and values.
+//!
+//! Data flows one way: API → commit pipeline (`commit.rs`) → directory + log → I/O backend.
+//! `Db` is `Send + Sync`: any number of threads read through views while one commit runs;
+//! commits are serialised by the writer lock, and a view never sees part of a commit because
+//! a version is published only after its commit record is durable.
+
+use crate::cache::PageCache;
+use crate::directory::{DirNode, Directory, PageLoc, PageRef};
+use crate::error::{Error, Result};
+use crate::io::{self, MemoryStorage, Storage};
+use crate::log::checkpoint::{parse_checkpoint_file_name, Checkpoint};
+use crate::log::manifest::{Manifest, MANIFEST_FILE};
+use crate::log::record::{apply_record, CommitRecord};
+use crate::log::segments::{decode_page_at, parse_segment_file_name, SegmentTable, Segments};
+use crate::log::wal::{parse_wal_file_name, wal_file_name, Wal};
+use crate::options::Options;
+use crate::page::{Page, Value};
+use crate::prefix::Prefix;
+use crate::stats::{Counters, ReadKind, Stats};
+use parking_lot::{Mutex, RwLock};
+use sprig_core::proof::{MultiProof, PathProof};
+use sprig_core::trie::{KeyPath, Node};
+use sprig_core::{Hasher, Witness};
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// The largest value Sprig stores (4 GiB − 1).
+pub const MAX_VALUE_BYTES: usize = u32::MAX as usize;
+
+/// A committed version of the state.
+#[derive(Debug)]
+pub(crate) struct Version {
+    /// The commit sequence number (0 for the empty database).
+    pub seq: u64,
+    /// The directory of this version.
+    pub dir: Directory,
+}
+
+/// State owned by the single writer.
+pub(crate) struct Writer {
+    pub table: SegmentTable,
+    pub wal: Wal,
+    pub checkpoint_seq: u64,
+    pub log_bytes_since_checkpoint: u64,
+    /// Set after a failed write or sync: no more writes until reopened.
+    pub poisoned: Option<String>,
+    /// Segments with no live data, and the commit after which they became empty.
+    pub emptied: BTreeMap<u32, u64>,
+}
+
+pub(crate) struct Inner {
+    pub path: Option<PathBuf>,
+    pub options: Options,
+    pub hasher: Hasher,
+    pub storage: Arc<dyn Storage>,
+    pub segments: Segments,
+    pub cache: PageCache,
+    pub counters: Counters,
+    head: RwLock<Arc<Version>>,
+    pub writer: Mutex<Writer>,
+    pins: Mutex<BTreeMap<u64, usize>>,
+    _lock: Option<std::fs::File>,
+}
+
+/// A handle on an open database. Cheap to clone; every clone shares the same state.
+#[derive(Clone)]
+pub struct Db {
+    pub(crate) inner: Arc<Inner>,
+}
+
+/// Keeps a version's pages from being deleted while something reads it.
+pub(crate) struct Pin {
+    inner: Arc<Inner>,
+    seq: u64,
+}
+
+impl Pin {
+    pub fn new(inner: &Arc<Inner>, seq: u64) -> Pin {
+        *inner.pins.lock().entry(seq).or_default() += 1;
+        Pin {
+            inner: inner.clone(),
+            seq,
+        }
+    }
+}
+
+impl Drop for Pin {
+    fn drop(&mut self) {
+        let mut pins = self.inner.pins.lock();
+        if let Some(n) = pins.get_mut(&self.seq) {
+            *n -= 1;
+            if *n == 0 {
+                pins.remove(&self.seq);
+            }
+        }
+    }
+}
+
+fn lock_directory(path: &Path) -> Result<std::fs::File> {
+    use std::os::fd::AsRawFd;
+    let lock_path = path.join("LOCK");
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&lock_path)
+        .map_err(|e| Error::io("opening", lock_path.display().to_string(), e))?;
+    // SAFETY: flock on a file descriptor we own; no memory is involved.
+    let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+    if rc != 0 {
+        return Err(Error::Locked(path.to_path_buf()));
+    }
+    Ok(file)
+}
+
+impl Db {
+    /// Open the database in directory `path`, creating it if the options allow.
+    pub fn open(path: impl AsRef<Path>, options: Options) -> Result<Db> {
+        options.validate()?;
+        let path = path.as_ref();
+        let has_manifest = path.join(MANIFEST_FILE).exists();
+        if !has_manifest && !options.create_if_missing {
+            return Err(Error::NotFound(path.to_path_buf()));
+        }
+        std::fs::create_dir_all(path)
+            .map_err(|e| Error::io("creating", path.display().to_string(), e))?;
+        let lock = lock_directory(path)?;
+        let storage = io::open_directory(path, options.io_backend, options.direct_io)
+            .map_err(|e| Error::io("opening", path.display().to_string(), e))?;
+        Db::open_inner(storage, options, Some(path.to_path_buf()), Some(lock))
+    }
+
+    /// Create a new database in `path`; fails if one exists there.
+    pub fn create(path: impl AsRef<Path>, options: Options) -> Result<Db> {
+        let path = path.as_ref();
+        if path.join(MANIFEST_FILE).exists() {
+            return Err(Error::AlreadyExists(path.to_path_buf()));
+        }
+        Db::open(
+            path,
+            Options {
+                create_if_missing: true,
+                ..options
+            },
+        )
+    }
+
+    /// A database that lives only in memory.
+    pub fn open_in_memory(options: Options) -> Result<Db> {
+        Db::open_with_storage(Arc::new(MemoryStorage::new()), options)
+    }
+
+    /// Open a database on any storage backend (for tests, fault injection and simulation).
+    pub fn open_with_storage(storage: Arc<dyn Storage>, options: Options) -> Result<Db> {
+        options.validate()?;
+        Db::open_inner(storage, options, None, None)
+    }
+
+    fn open_inner(
+        storage: Arc<dyn Storage>,
+        options: Options,
+        path: Option<PathBuf>,
+        lock: Option<std::fs::File>,
+    ) -> Result<Db> {
+        let manifest = match Manifest::load(storage.as_ref())? {
+            Some(m) => {
+                if let Some(requested) = options.hasher {
+                    if requested != m.hasher {
+                        return Err(Error::HasherMismatch {
+                            stored: m.hasher,
+                            requested,
+                        });
+                    }
+                }
+                m
+            }
+            None => {
+                if !options.create_if_missing {
+                    return Err(Error::NotFound(path.unwrap_or_default()));
+                }
+                create_files(storage.as_ref(), &options)?
+            }
+        };
+        let recovered = recover(storage.as_ref(), &manifest)?;
+        let inner = Inner {
+            path,
+            hasher: manifest.hasher,
+            segments: Segments::new(storage.clone(), manifest.hasher),
+            cache: PageCache::new(options.page_cache_bytes),
+            counters: Counters::default(),
+            head: RwLock::new(Arc::new(Version {
+                seq: recovered.seq,
+                dir: recovered.dir,
+            })),
+            writer: Mutex::new(Writer {
+                table: recovered.table,
+                wal: recovered.wal,
+                checkpoint_seq: recovered.checkpoint_seq,
+                log_bytes_since_checkpoint: recovered.log_bytes,
+                poisoned: None,
+                emptied: BTreeMap::new(),
+            }),
+            pins: Mutex::new(BTreeMap::new()),
+            options,
+            storage,
+            _lock: lock,
+        };
+        let db = Db {
+            inner: Arc::new(inner),
+        };
+        db.inner.refresh_emptied(&mut db.inner.writer.lock());
+        Ok(db)
+    }
+
+    /// The hasher of this database.
+    pub fn hasher(&self) -> Hasher {
+        self.inner.hasher
+    }
+
+    /// The key path of an arbitrary byte key: its hash with this database's hasher.
+    pub fn key_path(&self, key: &[u8]) -> KeyPath {
+        sprig_core::key_path_of(self.inner.hasher, key)
+    }
+
+    /// The directory the database lives in (none for in-memory databases).
+    pub fn path(&self) -> Option<&Path> {
+        self.inner.path.as_deref()
+    }
+
+    /// The options the database was opened with.
+    pub fn options(&self) -> &Options {
+        &self.inner.options
+    }
+
+    /// A read view of the latest committed version.
+    pub fn view(&self) -> ReadView {
+        let version = self.inner.head();
+        ReadView {
+            pin: Pin::new(&self.inner, version.seq),
+            inner: self.inner.clone(),
+            version,
+        }
+    }
+
+    /// The latest state root.
+    pub fn root(&self) -> Node {
+        self.inner.head().dir.root_node()
+    }
+
+    /// The latest commit's sequence number.
+    pub fn seq(&self) -> u64 {
+        self.inner.head().seq
+    }
+
+    /// The number of entries in the latest version (O(1)).
+    pub fn len(&self) -> u64 {
+        self.inner.head().dir.len()
+    }
+
+    /// Whether the latest version holds no entry.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Write a checkpoint of the latest version now (it bounds the work of the next open).
+    pub fn checkpoint(&self) -> Result<()> {
+        let mut w = self.inner.writer.lock();
+        self.inner.checkpoint_locked(&mut w)
+    }
+
+    /// Counters and sizes.
+    pub fn stats(&self) -> Stats {
+        let mut s = self.inner.counters.snapshot();
+        let head = self.inner.head();
+        s.entries = head.dir.len();
+        s.seq = head.seq;
+        let mut pages = 0u64;
+        head.dir.for_each_page(|_, _| pages += 1);
+        s.pages = pages;
+        s.cached_pages = self.inner.cache.len() as u64;
+        let w = self.inner.writer.lock();
+        s.disk_bytes = w.table.used_blocks() * io::BLOCK_BYTES as u64;
+        s.live_bytes = w.table.live_blocks() * io::BLOCK_BYTES as u64;
+        s
+    }
+}
+
+/// Write the files of a new, empty database: log, checkpoint, then the manifest last (its
+/// presence is what makes the directory a database).
+fn create_files(storage: &dyn Storage, options: &Options) -> Result<Manifest> {
+    let hasher = options.hasher.unwrap_or_default();
+    let manifest = Manifest {
+        hasher,
+        segment_blocks: options.segment_blocks(),
+        created_unix_secs: std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs()),
+    };
+    Wal::create(storage, 1)?;
+    Checkpoint {
+        seq: 0,
+        wal_id: 1,
+        wal_offset: 0,
+        table: SegmentTable::new(manifest.segment_blocks),
+        dir: Directory::empty(hasher),
+    }
+    .store(storage)?;
+    manifest.store(storage)?;
+    Ok(manifest)
+}
+
+struct Recovered {
+    seq: u64,
+    dir: Directory,
+    table: SegmentTable,
+    wal: Wal,
+    checkpoint_seq: u64,
+    log_bytes: u64,
+}
+
+/// Load the latest checkpoint, replay every complete commit record after it, drop a torn
+/// tail, and remove files no state refers to.
+fn recover(storage: &dyn Storage, manifest: &Manifest) -> Result<Recovered> {
+    let names = storage
+        .list()
+        .map_err(|e| Error::io("listing", "the database directory", e))?;
+    let checkpoint_seq = names
+        .iter()
+        .filter_map(|n| parse_checkpoint_file_name(n))
+        .max()
+        .ok_or_else(|| Error::corruption("<database directory>", 0, "no checkpoint file"))?;
+    let cp = Checkpoint::load(storage, checkpoint_seq, manifest.hasher)?;
+    let mut wal_ids: Vec<u32> = names
+        .iter()
+        .filter_map(|n| parse_wal_file_name(n))
+        .filter(|id| *id >= cp.wal_id)
+        .collect();
+    wal_ids.sort_unstable();
+    if wal_ids.first() != Some(&cp.wal_id) {
+        return Err(Error::corruption(
+            wal_file_name(cp.wal_id),
+            0,
+            "the commit log the checkpoint refers to is missing",
+        ));
+    }
+    let mut seq = cp.seq;
+    let mut dir = cp.dir;
+    let mut table = cp.table;
+    let mut end = 0u64;
+    let mut log_bytes = 0u64;
+    let last_id = wal_ids.last().copied().unwrap_or(cp.wal_id);
+    for id in &wal_ids {
+        let name = wal_file_name(*id);
+        let start = if *id == cp.wal_id { cp.wal_offset } else { 0 };
+        let replay = Wal::replay(storage, *id, start)?;
+        if replay.torn_bytes > 0 && *id != last_id {
+            return Err(Error::corruption(
+                &name,
+                replay.end,
+                "damaged record in a commit log that is not the latest",
+            ));
+        }
+        for rec in &replay.records {
+            let record = CommitRecord::decode(&rec.payload, manifest.hasher).map_err(|e| {
+                Error::corruption(&name, rec.offset, format!("bad commit record: {e}"))
+            })?;
+            if record.seq != seq + 1 || rec.seq != record.seq {
+                return Err(Error::corruption(
+                    &name,
+                    rec.offset,
+                    format!(
+                        "commit record {} where {} was expected",
+                        record.seq,
+                        seq + 1
+                    ),
+                ));
+            }
+            dir = apply_record(&dir, &mut table, &record).map_err(|e| {
+                Error::corruption(
+                    &name,
+                    rec.offset,
+                    format!("commit record {}: {e}", record.seq),
+                )
+            })?;
+            seq = record.seq;
+        }
+        log_bytes += replay.end - start;
+        end = replay.end;
+    }
+    let wal = Wal::reopen(storage, last_id, end)?;
+    remove_stale_files(storage, &names, checkpoint_seq, cp.wal_id, &table);
+    Ok(Recovered {
+        seq,
+        dir,
+        table,
+        wal,
+        checkpoint_seq,
+        log_bytes,
+    })
+}
+
+/// Delete leftovers: temporary files, older checkpoints and logs, and segment files created
+/// by a commit that never completed. Failures are ignored: a leftover costs only space.
+fn remove_stale_files(
+    storage: &dyn Storage,
+    names: &[String],
+    checkpoint_seq: u64,
+    wal_id: u32,
+    table: &SegmentTable,
+) {
+    let newest_segment = table.segments.keys().next_back().copied().unwrap_or(0);
+    for name in names {
+        let stale = name.ends_with(".tmp")
+            || parse_checkpoint_file_name(name).is_some_and(|s| s < checkpoint_seq)
+            || parse_wal_file_name(name).is_some_and(|id| id < wal_id)
+            || parse_segment_file_name(name).is_some_and(|id| id > newest_segment);
+        if stale {
+            let _ = storage.remove(name);
+        }
+    }
+}
+
+impl Inner {
+    /// The latest committed version.
+    pub fn head(&self) -> Arc<Version> {
+        self.head.read().clone()
+    }
+
+    /// Publish a new latest version.
+    pub fn set_head(&self, version: Arc<Version>) {
+        *self.head.write() = version;
+    }
+
+    /// The oldest version some reader, batch or overlay still uses.
+    pub fn oldest_pinned(&self) -> Option<u64> {
+        self.pins.lock().keys().next().copied()
+    }
+
+    /// Note which segments hold no live data, so they can be deleted once no reader needs
+    /// them.
+    pub fn refresh_emptied(&self, w: &mut Writer) {
+        let head_seq = self.head().seq;
+        let active = w.table.active;
+        for (id, meta) in &w.table.segments {
+            if *id != active && meta.live_blocks() == 0 {
+                w.emptied.entry(*id).or_insert(head_seq);
+            }
+        }
+    }
+
+    /// Load the pages of the given regions: from memory, the cache, or the SSD (all misses
+    /// read in one batch).
+    pub fn load_pages(
+        &self,
+        wanted: &[(Prefix, PageRef)],
+        kind: ReadKind,
+    ) -> Result<Vec<Arc<Page>>> {
+        let mut out: Vec<Option<Arc<Page>>> = vec![None; wanted.len()];
+        let mut misses = Vec::new();
+        let mut hits = 0u64;
+        for (i, (prefix, r)) in wanted.iter().enumerate() {
+            match &r.loc {
+                PageLoc::Memory(p) => out[i] = Some(p.clone()),
+                PageLoc::Disk(l) => match self.cache.get(*l) {
+                    Some(p) => {
+                        hits += 1;
+                        out[i] = Some(p);
+                    }
+                    None => misses.push((i, (*l, r.checksum, *prefix))),
+                },
+            }
+        }
+        self.counters.cache_hits(hits);
+        if !misses.is_empty() {
+            let requests: Vec<(u64, u64, Prefix)> = misses.iter().map(|(_, r)| *r).collect();
+            let blocks = self.segments.read_pages(&requests)?;
+            self.counters.page_reads(kind, blocks.len() as u64);
+            for ((i, (l, _, prefix)), block) in misses.iter().zip(blocks.iter()) {
+                let page = Arc::new(decode_page_at(block.as_bytes(), *l, prefix)?);
+                self.cache.insert(*l, page.clone());
+                out[*i] = Some(page);
+            }
+        }
+        out.into_iter()
+            .map(|p| p.ok_or_else(|| Error::InvalidArgument("page not loaded".into())))
+            .collect()
+    }
+
+    /// The bytes of a value.
+    pub fn value_bytes(&self, key: &KeyPath, value: &Value) -> Result<Vec<u8>> {
+        match value {
+            Value::Inline(v) => Ok(v.clone()),
+            Value::External(x) => {
+                self.counters.value_read(x.len);
+                self.segments.read_value(key, x)
+            }
+        }
+    }
+
+    /// The pages (by region) holding `keys` in `dir`, loaded.
+    pub fn pages_for(
+        &self,
+        dir: &Directory,
+        keys: &[KeyPath],
+        kind: ReadKind,
+    ) -> Result<HashMap<Prefix, Arc<Page>>> {
+        let mut wanted: Vec<(Prefix, PageRef)> = Vec::new();
+        let mut seen = std::collections::HashSet::new();
+        for key in keys {
+            let (prefix, node) = dir.locate(key);
+            if let DirNode::Page(r) = node.as_ref() {
+                if seen.insert(prefix) {
+                    wanted.push((prefix, r.clone()));
+                }
+            }
+        }
+        let pages = self.load_pages(&wanted, kind)?;
+        Ok(wanted.into_iter().map(|(p, _)| p).zip(pages).collect())
+    }
+}
+
+/// A consistent, read-only view of one committed version. Commits that happen after the view
+/// was taken never change what it sees.
+pub struct ReadView {
+    inner: Arc<Inner>,
+    version: Arc<Version>,
+    pin: Pin,
+}
+
+fn sorted_distinct(keys: &[KeyPath]) -> Vec<KeyPath> {
+    let mut k = keys.to_vec();
+    k.sort_unstable();
+    k.dedup();
+    k
+}
+
+impl ReadView {
+    /// The version's commit sequence number.
+    pub fn seq(&self) -> u64 {
+        self.pin.seq
+    }
+
+    /// The version's state root.
+    pub fn root(&self) -> Node {
+        self.version.dir.root_node()
+    }
+
+    /// The number of entries in this version.
+    pub fn len(&self) -> u64 {
+        self.version.dir.len()
+    }
+
+    /// Whether this version holds no entry.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The region (trie position) of the page or empty region holding `key`.
+    pub fn region_of(&self, key: &KeyPath) -> Prefix {
+        self.version.dir.locate(key).0
+    }
+
+    /// The value of `key`: one SSD read unless the page is cached (plus one for a value
+    /// stored in the value log).
+    pub fn get(&self, key: &KeyPath) -> Result<Option<Vec<u8>>> {
+        let (prefix, node) = self.version.dir.locate(key);
+        let DirNode::Page(r) = node.as_ref() else {
+            return Ok(None);
+        };
+        let page = self
+            .inner
+            .load_pages(&[(prefix, r.clone())], ReadKind::Lookup)?
+            .pop()
+            .ok_or_else(|| Error::InvalidArgument("page not loaded".into()))?;
+        match page.get(key) {
+            Some(v) => self.inner.value_bytes(key, v).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// The values of many keys, with all their page reads in flight at once.
+    pub fn get_many(&self, keys: &[KeyPath]) -> Result<Vec<Option<Vec<u8>>>> {
+        let pages = self
+            .inner
+            .pages_for(&self.version.dir, keys, ReadKind::Lookup)?;
+        keys.iter()
+            .map(|key| {
+                let (prefix, _) = self.version.dir.locate(key);
+                match pages.get(&prefix).and_then(|p| p.get(key)) {
+                    Some(v) => self.inner.value_bytes(key, v).map(Some),
+                    None => Ok(None),
+                }
+            })
+            .collect()
+    }
+
+    /// A proof of inclusion or exclusion of `key` against this version's root.
+    pub fn path_proof(&self, key: &KeyPath) -> Result<PathProof> {
+        let pages = self
+            .inner
+            .pages_for(&self.version.dir, &[*key], ReadKind::Proof)?;
+        self.version
+            .dir
+            .path_proof(key, &|p| pages.get(p).map(|a| a.as_ref()))
+            .map_err(|e| Error::corruption("<directory>", 0, e.to_string()))
+    }
+
+    /// One proof of many keys, sharing common siblings.
+    pub fn multi_proof(&self, keys: &[KeyPath]) -> Result<MultiProof> {
+        let keys = sorted_distinct(keys);
+        let pages = self
+            .inner
+            .pages_for(&self.version.dir, &keys, ReadKind::Proof)?;
+        let mut nodes = Vec::new();
+        self.version
+            .dir
+            .prove(&keys, &|p| pages.get(p).map(|a| a.as_ref()), &mut nodes)
+            .map_err(|e| Error::corruption("<directory>", 0, e.to_string()))?;
+        Ok(MultiProof { nodes })
+    }
+
+    /// A witness of `keys` against this version's root.
+    pub fn witness(&self, keys: &[KeyPath]) -> Result<Witness> {
+        let keys = sorted_distinct(keys);
+        let proof = self.multi_proof(&keys)?;
+        Ok(Witness { keys, proof })
+    }
+}

@@ -1,0 +1,128 @@
+//! Options of a database, with documented defaults, validated when the database is opened.
+
+use crate::error::{Error, Result};
+use crate::io::{IoBackend, BLOCK_BYTES};
+use sprig_core::Hasher;
+
+/// When commits reach the disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SyncPolicy {
+    /// Every commit is durable when `commit` returns (pages synced, then the commit record).
+    #[default]
+    Always,
+    /// Nothing is synced; a crash of the machine may lose recent commits (a crash of the
+    /// process alone loses nothing). For bulk work and benchmarks that say so.
+    Never,
+}
+
+/// Settings of a database. `Options::default()` is a sensible start for most users.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Options {
+    /// The hasher. `None` (default): BLAKE3 when creating, whatever is stored when opening.
+    /// `Some(h)`: create with `h`, and refuse to open a database made with another hasher.
+    pub hasher: Option<Hasher>,
+    /// Create the database if the directory holds none. Default: true.
+    pub create_if_missing: bool,
+    /// Bytes of decoded pages kept in RAM. Default: 64 MiB. 0 turns the cache off.
+    pub page_cache_bytes: u64,
+    /// How reads are issued. Default: io_uring (falls back to posix where refused).
+    pub io_backend: IoBackend,
+    /// Bypass the OS page cache for segment files (`O_DIRECT`). Default: true.
+    pub direct_io: bool,
+    /// When commits are synced. Default: [`SyncPolicy::Always`].
+    pub sync: SyncPolicy,
+    /// Size of a segment file, fixed at creation. Default: 64 MiB. At least 1 MiB, a multiple
+    /// of 4 KiB.
+    pub segment_bytes: u64,
+    /// Write a checkpoint once the commit log holds this many bytes since the last one; it
+    /// bounds the time to open. Default: 64 MiB.
+    pub checkpoint_log_bytes: u64,
+    /// The cleaner keeps disk use below this multiple of the live data. Default: 2.0. At
+    /// least 1.2.
+    pub max_space_amplification: f64,
+    /// Run the cleaner after commits when disk use passes the limit. Default: true.
+    pub auto_clean: bool,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            hasher: None,
+            create_if_missing: true,
+            page_cache_bytes: 64 << 20,
+            io_backend: IoBackend::default(),
+            direct_io: true,
+            sync: SyncPolicy::default(),
+            segment_bytes: 64 << 20,
+            checkpoint_log_bytes: 64 << 20,
+            max_space_amplification: 2.0,
+            auto_clean: true,
+        }
+    }
+}
+
+/// The smallest segment allowed.
+pub const MIN_SEGMENT_BYTES: u64 = 1 << 20;
+/// The largest segment allowed.
+pub const MAX_SEGMENT_BYTES: u64 = 1 << 34;
+
+impl Options {
+    /// Check every option, with a sentence naming what is wrong.
+    pub fn validate(&self) -> Result<()> {
+        let block = BLOCK_BYTES as u64;
+        if self.segment_bytes < MIN_SEGMENT_BYTES
+            || self.segment_bytes > MAX_SEGMENT_BYTES
+            || self.segment_bytes % block != 0
+        {
+            return Err(Error::InvalidArgument(format!(
+                "segment_bytes must be a multiple of {block} between {MIN_SEGMENT_BYTES} and {MAX_SEGMENT_BYTES}, not {}",
+                self.segment_bytes
+            )));
+        }
+        if !self.max_space_amplification.is_finite() || self.max_space_amplification < 1.2 {
+            return Err(Error::InvalidArgument(format!(
+                "max_space_amplification must be at least 1.2, not {}",
+                self.max_space_amplification
+            )));
+        }
+        if self.checkpoint_log_bytes == 0 {
+            return Err(Error::InvalidArgument(
+                "checkpoint_log_bytes must be positive".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The segment size in blocks.
+    pub fn segment_blocks(&self) -> u32 {
+        u32::try_from(self.segment_bytes / BLOCK_BYTES as u64).unwrap_or(u32::MAX)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_valid_and_bad_values_are_named() {
+        Options::default().validate().unwrap();
+        let bad = Options {
+            segment_bytes: 1000,
+            ..Options::default()
+        };
+        assert!(bad
+            .validate()
+            .unwrap_err()
+            .to_string()
+            .contains("segment_bytes"));
+        let bad = Options {
+            max_space_amplification: 1.0,
+            ..Options::default()
+        };
+        assert!(bad
+            .validate()
+            .unwrap_err()
+            .to_string()
+            .contains("max_space_amplification"));
+    }
+}

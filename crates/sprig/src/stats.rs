@@ -1,0 +1,189 @@
+//! Counters of what the engine does: SSD page reads by kind of operation, bytes moved, page
+//! splits and merges, cleaner copies, cache hits. Updated with relaxed atomics; read as a
+//! [`Stats`] snapshot.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Why a page was read from the SSD.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReadKind {
+    /// A lookup through a read view.
+    Lookup,
+    /// A write batch (its reads, or pages it rewrites).
+    Batch,
+    /// A proof or witness request through a read view.
+    Proof,
+    /// The cleaner relocating live data, or a merge of sparse pages.
+    Maintenance,
+}
+
+/// The live counters.
+#[derive(Default)]
+pub struct Counters {
+    lookup_reads: AtomicU64,
+    batch_reads: AtomicU64,
+    proof_reads: AtomicU64,
+    maintenance_reads: AtomicU64,
+    value_reads: AtomicU64,
+    bytes_read: AtomicU64,
+    bytes_written: AtomicU64,
+    pages_written: AtomicU64,
+    page_splits: AtomicU64,
+    page_merges: AtomicU64,
+    cleaner_pages_copied: AtomicU64,
+    cleaner_values_copied: AtomicU64,
+    segments_deleted: AtomicU64,
+    cache_hits: AtomicU64,
+    commits: AtomicU64,
+    checkpoints: AtomicU64,
+}
+
+fn add(c: &AtomicU64, n: u64) {
+    c.fetch_add(n, Ordering::Relaxed);
+}
+
+impl Counters {
+    /// Count `n` pages read from the SSD for `kind`.
+    pub fn page_reads(&self, kind: ReadKind, n: u64) {
+        let c = match kind {
+            ReadKind::Lookup => &self.lookup_reads,
+            ReadKind::Batch => &self.batch_reads,
+            ReadKind::Proof => &self.proof_reads,
+            ReadKind::Maintenance => &self.maintenance_reads,
+        };
+        add(c, n);
+        add(&self.bytes_read, n * crate::io::BLOCK_BYTES as u64);
+    }
+
+    /// Count a value read of `bytes` bytes from the value log.
+    pub fn value_read(&self, bytes: u64) {
+        add(&self.value_reads, 1);
+        add(&self.bytes_read, bytes);
+    }
+
+    /// Count bytes written to segment files and the log.
+    pub fn written(&self, bytes: u64, pages: u64) {
+        add(&self.bytes_written, bytes);
+        add(&self.pages_written, pages);
+    }
+
+    /// Count page splits and merges.
+    pub fn reshaped(&self, splits: u64, merges: u64) {
+        add(&self.page_splits, splits);
+        add(&self.page_merges, merges);
+    }
+
+    /// Count data the cleaner copied forward.
+    pub fn cleaned(&self, pages: u64, values: u64, segments_deleted: u64) {
+        add(&self.cleaner_pages_copied, pages);
+        add(&self.cleaner_values_copied, values);
+        add(&self.segments_deleted, segments_deleted);
+    }
+
+    /// Count page-cache hits.
+    pub fn cache_hits(&self, n: u64) {
+        add(&self.cache_hits, n);
+    }
+
+    /// Count a commit.
+    pub fn commit(&self) {
+        add(&self.commits, 1);
+    }
+
+    /// Count a checkpoint.
+    pub fn checkpoint(&self) {
+        add(&self.checkpoints, 1);
+    }
+
+    /// A snapshot of the counters.
+    pub fn snapshot(&self) -> Stats {
+        let g = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        Stats {
+            lookup_page_reads: g(&self.lookup_reads),
+            batch_page_reads: g(&self.batch_reads),
+            proof_page_reads: g(&self.proof_reads),
+            maintenance_page_reads: g(&self.maintenance_reads),
+            value_reads: g(&self.value_reads),
+            bytes_read: g(&self.bytes_read),
+            bytes_written: g(&self.bytes_written),
+            pages_written: g(&self.pages_written),
+            page_splits: g(&self.page_splits),
+            page_merges: g(&self.page_merges),
+            cleaner_pages_copied: g(&self.cleaner_pages_copied),
+            cleaner_values_copied: g(&self.cleaner_values_copied),
+            segments_deleted: g(&self.segments_deleted),
+            cache_hits: g(&self.cache_hits),
+            commits: g(&self.commits),
+            checkpoints: g(&self.checkpoints),
+            ..Stats::default()
+        }
+    }
+}
+
+/// What the engine has done since the database was opened, and its current size.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Stats {
+    /// Pages read from the SSD by lookups.
+    pub lookup_page_reads: u64,
+    /// Pages read from the SSD by write batches.
+    pub batch_page_reads: u64,
+    /// Pages read from the SSD for proofs and witnesses of read views.
+    pub proof_page_reads: u64,
+    /// Pages read from the SSD by the cleaner and by merges.
+    pub maintenance_page_reads: u64,
+    /// Values read from the value log.
+    pub value_reads: u64,
+    /// Bytes read from the SSD.
+    pub bytes_read: u64,
+    /// Bytes written to segments, the commit log and checkpoints.
+    pub bytes_written: u64,
+    /// Page versions written.
+    pub pages_written: u64,
+    /// Pages split because they overflowed.
+    pub page_splits: u64,
+    /// Sparse sibling pages merged.
+    pub page_merges: u64,
+    /// Live pages the cleaner copied forward.
+    pub cleaner_pages_copied: u64,
+    /// Live values the cleaner copied forward.
+    pub cleaner_values_copied: u64,
+    /// Segment files deleted after cleaning.
+    pub segments_deleted: u64,
+    /// Page reads served by the page cache.
+    pub cache_hits: u64,
+    /// Pages in the page cache now.
+    pub cached_pages: u64,
+    /// Commits since open.
+    pub commits: u64,
+    /// Checkpoints written since open.
+    pub checkpoints: u64,
+    /// Entries in the latest version (O(1)).
+    pub entries: u64,
+    /// Leaf pages in the latest version.
+    pub pages: u64,
+    /// Bytes of segment files written (live and garbage).
+    pub disk_bytes: u64,
+    /// Bytes of live pages and values.
+    pub live_bytes: u64,
+    /// The latest commit's sequence number.
+    pub seq: u64,
+}
+
+impl Stats {
+    /// SSD page reads of every kind.
+    pub fn page_reads(&self) -> u64 {
+        self.lookup_page_reads
+            + self.batch_page_reads
+            + self.proof_page_reads
+            + self.maintenance_page_reads
+    }
+
+    /// Disk bytes per live byte.
+    pub fn space_amplification(&self) -> f64 {
+        if self.live_bytes == 0 {
+            1.0
+        } else {
+            self.disk_bytes as f64 / self.live_bytes as f64
+        }
+    }
+}

@@ -1,0 +1,170 @@
+//! Model-based tests: random sequences of reads, writes, commits, checkpoints and reopens
+//! against the reference model, comparing every value, the root, and the witness after every
+//! commit.
+
+use proptest::prelude::*;
+use sprig::io::{MemoryStorage, Storage};
+use sprig::{Db, Hasher, KeyPath, Options};
+use sprig_core::{ReferenceModel, ValueHash};
+use std::sync::Arc;
+
+#[derive(Debug, Clone)]
+enum Op {
+    Put(usize, Vec<u8>),
+    Delete(usize),
+    Get(usize),
+    Commit,
+    Checkpoint,
+    Reopen,
+}
+
+/// A pool of keys: random ones, plus clusters sharing long prefixes (deep tries, page splits
+/// far down), plus two keys differing only in the last bit.
+fn key_pool(seed: u64, n: usize) -> Vec<KeyPath> {
+    let mut keys = Vec::new();
+    for i in 0..n {
+        let mut k = Hasher::Blake3.hash_value(&(seed, i).0.to_le_bytes());
+        k = Hasher::Blake3.hash_value(&[k.as_slice(), &(i as u64).to_le_bytes()].concat());
+        if i % 5 == 0 {
+            // Share the first 30 bytes with key 0's cluster.
+            k[..30].copy_from_slice(&[0xAB; 30]);
+        }
+        keys.push(k);
+    }
+    let mut a = [0x11u8; 32];
+    a[31] = 0;
+    let mut b = a;
+    b[31] = 1;
+    keys.push(a);
+    keys.push(b);
+    keys
+}
+
+fn value_strategy() -> impl Strategy<Value = Vec<u8>> {
+    prop_oneof![
+        8 => proptest::collection::vec(any::<u8>(), 0..48),
+        1 => proptest::collection::vec(any::<u8>(), 300..1100),
+        1 => (1025usize..6000).prop_map(|n| vec![0x5a; n]),
+    ]
+}
+
+fn op_strategy(keys: usize) -> impl Strategy<Value = Op> {
+    prop_oneof![
+        30 => (0..keys, value_strategy()).prop_map(|(k, v)| Op::Put(k, v)),
+        10 => (0..keys).prop_map(Op::Delete),
+        8 => (0..keys).prop_map(Op::Get),
+        6 => Just(Op::Commit),
+        1 => Just(Op::Checkpoint),
+        1 => Just(Op::Reopen),
+    ]
+}
+
+fn options(hasher: Hasher, cache: u64) -> Options {
+    Options {
+        hasher: Some(hasher),
+        page_cache_bytes: cache,
+        segment_bytes: 1 << 20,
+        checkpoint_log_bytes: 64 << 10,
+        ..Options::default()
+    }
+}
+
+fn check_all(db: &Db, model: &ReferenceModel, keys: &[KeyPath]) {
+    let view = db.view();
+    assert_eq!(view.root(), model.root(), "root differs from the model");
+    assert_eq!(view.len(), model.len() as u64);
+    let values = view.get_many(keys).unwrap();
+    for (k, v) in keys.iter().zip(values) {
+        assert_eq!(v.as_deref(), model.get(k), "value of {k:02x?}");
+    }
+    for k in keys.iter().step_by(7) {
+        let proof = view.path_proof(k).unwrap();
+        proof
+            .verify_value(db.hasher(), &view.root(), k, model.get(k))
+            .unwrap();
+    }
+}
+
+fn run(ops: Vec<Op>, hasher: Hasher, cache: u64, seed: u64) {
+    let keys = key_pool(seed, 160);
+    let storage: Arc<dyn Storage> = Arc::new(MemoryStorage::new());
+    let mut db = Db::open_with_storage(storage.clone(), options(hasher, cache)).unwrap();
+    let mut model = ReferenceModel::new(hasher);
+    let mut batch = db.begin();
+    let mut staged = model.clone();
+    let mut changes: Vec<(KeyPath, Option<ValueHash>)> = Vec::new();
+    for op in ops {
+        match op {
+            Op::Put(k, v) => {
+                let key = keys[k];
+                changes.retain(|(c, _)| *c != key);
+                changes.push((key, Some(hasher.hash_value(&v))));
+                staged.insert(key, v.clone());
+                batch.put(key, v).unwrap();
+            }
+            Op::Delete(k) => {
+                let key = keys[k];
+                changes.retain(|(c, _)| *c != key);
+                changes.push((key, None));
+                staged.remove(&key);
+                batch.delete(key);
+            }
+            Op::Get(k) => {
+                let got = batch.get(&keys[k]).unwrap();
+                assert_eq!(got.as_deref(), staged.get(&keys[k]), "read-your-writes");
+            }
+            Op::Commit => {
+                let pending = batch.finish().unwrap();
+                assert_eq!(pending.root(), staged.root(), "pending root");
+                assert_eq!(pending.base_root(), model.root());
+                let new_root = sprig_core::proof::verify_block(
+                    hasher,
+                    &model.root(),
+                    pending.witness(),
+                    &changes,
+                )
+                .unwrap();
+                assert_eq!(new_root, staged.root(), "witness-derived root");
+                db.commit(pending).unwrap();
+                model = staged.clone();
+                changes.clear();
+                check_all(&db, &model, &keys);
+                batch = db.begin();
+            }
+            Op::Checkpoint => {
+                drop(batch);
+                db.checkpoint().unwrap();
+                batch = db.begin();
+                staged = model.clone();
+                changes.clear();
+            }
+            Op::Reopen => {
+                drop(batch);
+                drop(db);
+                db = Db::open_with_storage(storage.clone(), options(hasher, cache)).unwrap();
+                check_all(&db, &model, &keys);
+                batch = db.begin();
+                staged = model.clone();
+                changes.clear();
+            }
+        }
+    }
+    drop(batch);
+    drop(db);
+    let db = Db::open_with_storage(storage, options(hasher, cache)).unwrap();
+    check_all(&db, &model, &keys);
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+    #[test]
+    fn engine_matches_the_model_blake3(ops in proptest::collection::vec(op_strategy(162), 1..400), seed in any::<u64>()) {
+        run(ops, Hasher::Blake3, 1 << 20, seed);
+    }
+
+    #[test]
+    fn engine_matches_the_model_sha256_without_cache(ops in proptest::collection::vec(op_strategy(162), 1..300), seed in any::<u64>()) {
+        run(ops, Hasher::Sha256, 0, seed);
+    }
+}
