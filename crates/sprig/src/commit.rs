@@ -5,6 +5,7 @@
 //! the new pages and values sequentially, syncs, appends the commit record, syncs, and only
 //! then publishes the new version.
 
+use crate::cleaner::CleanMode;
 use crate::db::{Db, Inner, Pin, Version, MAX_VALUE_BYTES};
 use crate::directory::{DirNode, Directory, PageLoc, PageRef};
 use crate::error::{Error, Result};
@@ -52,10 +53,12 @@ pub struct Pending {
     dir: Directory,
     regions: Vec<Region>,
     new_values: BTreeMap<KeyPath, Vec<u8>>,
-    freed_values: Vec<(u64, u32)>,
+    freed_values: Vec<u64>,
     witness: Witness,
     splits: u64,
     merges: u64,
+    /// Pages the commit will write.
+    new_pages: u64,
 }
 
 /// What a commit did.
@@ -69,6 +72,10 @@ pub struct CommitInfo {
     pub pages_written: u64,
     /// Bytes written to segments and the commit log.
     pub bytes_written: u64,
+    /// Pages the cleaner copied forward with this commit.
+    pub pages_relocated: u64,
+    /// Values the cleaner copied forward with this commit.
+    pub values_relocated: u64,
 }
 
 impl Db {
@@ -93,7 +100,18 @@ impl Db {
                 "the batch belongs to another database".into(),
             ));
         }
-        self.inner.commit(pending)
+        self.inner.commit(pending, CleanMode::Auto)
+    }
+
+    /// Run the cleaner now: copy the live data of sealed segments that are at most half live
+    /// forward (a bounded amount per call), so their files can be deleted. Returns what it did,
+    /// or `None` if no segment needed cleaning.
+    pub fn clean(&self) -> Result<Option<CommitInfo>> {
+        if !self.inner.has_cleaning_work() {
+            return Ok(None);
+        }
+        let pending = self.begin().finish()?;
+        self.inner.commit(pending, CleanMode::Explicit).map(Some)
     }
 }
 
@@ -217,6 +235,10 @@ impl WriteBatch {
             regions.push((prefix, subtree_of(hasher, layout, new_seq)));
         }
         let (dir, regions, merges) = merge_sparse(&self.inner, &base_dir, regions, new_seq)?;
+        let mut new_pages = 0u64;
+        for (_, subtree) in &regions {
+            crate::log::record::for_each_page_ref(subtree, &mut |_| new_pages += 1);
+        }
         Ok(Pending {
             inner: self.inner,
             base: self.base,
@@ -228,6 +250,7 @@ impl WriteBatch {
             witness,
             splits,
             merges,
+            new_pages,
         })
     }
 }
@@ -240,15 +263,15 @@ fn apply_changes(
     old: &[crate::page::Entry],
     changes: Vec<Change>,
     new_values: &mut BTreeMap<KeyPath, Vec<u8>>,
-    freed: &mut Vec<(u64, u32)>,
+    freed: &mut Vec<u64>,
 ) -> Vec<crate::page::Entry> {
     use crate::page::Entry;
     let mut out = Vec::with_capacity(old.len() + changes.len());
     let mut old = old.iter().peekable();
-    let free = |e: &Entry, freed: &mut Vec<(u64, u32)>| {
+    let free = |e: &Entry, freed: &mut Vec<u64>| {
         if let Value::External(x) = &e.value {
             if x.loc != UNWRITTEN {
-                freed.push((x.loc, value_record_blocks(x.len) as u32));
+                freed.push(x.loc);
             }
         }
     };
@@ -400,6 +423,21 @@ impl Pending {
     }
 }
 
+/// Where the value records written by a commit went.
+#[derive(Default)]
+struct ValueLocs {
+    /// New values, by key.
+    new: HashMap<KeyPath, u64>,
+    /// Relocated values: old location → new location.
+    moved: HashMap<u64, u64>,
+}
+
+/// The blocks of a value record.
+fn value_blocks(value: &[u8]) -> Result<u32> {
+    u32::try_from(value_record_blocks(value.len() as u64))
+        .map_err(|_| Error::InvalidArgument("value too large".into()))
+}
+
 /// Blocks to write at a location.
 struct Write {
     loc: u64,
@@ -407,7 +445,8 @@ struct Write {
 }
 
 impl Inner {
-    pub(crate) fn commit(&self, pending: Pending) -> Result<CommitInfo> {
+    /// Commit `pending`, with cleaning in `mode`.
+    pub(crate) fn commit(&self, pending: Pending, mode: CleanMode) -> Result<CommitInfo> {
         let mut w = self.writer.lock();
         if let Some(reason) = &w.poisoned {
             return Err(Error::Poisoned(reason.clone()));
@@ -419,6 +458,25 @@ impl Inner {
                 head: head.seq,
             });
         }
+        let freed: BTreeSet<u64> = pending.freed_values.iter().copied().collect();
+        let relocation = if self.options.auto_clean || mode == CleanMode::Explicit {
+            let incoming = pending.new_pages
+                + pending
+                    .new_values
+                    .values()
+                    .map(|v| value_record_blocks(v.len() as u64))
+                    .sum::<u64>();
+            self.plan_relocation(
+                &w.table,
+                &head.dir,
+                &pending.regions,
+                &freed,
+                incoming,
+                mode,
+            )?
+        } else {
+            crate::cleaner::Relocation::default()
+        };
         let seq = head.seq + 1;
         // Segments whose files this commit creates: those with nothing written yet, and those
         // its allocations open.
@@ -433,28 +491,28 @@ impl Inner {
         let mut written_pages: Vec<(u64, Arc<Page>)> = Vec::new();
 
         // Value records first: pages point at them.
-        let mut value_locs: HashMap<KeyPath, u64> = HashMap::new();
+        let mut locs = ValueLocs::default();
         let mut values_written = Vec::new();
         for (key, value) in &pending.new_values {
-            let blocks = u32::try_from(value_record_blocks(value.len() as u64))
-                .map_err(|_| Error::InvalidArgument("value too large".into()))?;
-            let l = w.table.allocate(blocks);
-            let hash = self.hasher.hash_value(value);
-            writes.push(Write {
-                loc: l,
-                blocks: encode_value_record(key, value, &hash),
-            });
-            value_locs.insert(*key, l);
-            values_written.push((l, blocks));
+            let l = self.queue_value(&mut w.table, &mut writes, key, value)?;
+            locs.new.insert(*key, l);
+            values_written.push((l, value_blocks(value)?, *key));
+        }
+        let mut values_freed: Vec<u64> = pending.freed_values.clone();
+        for (old, (key, value)) in &relocation.values {
+            let l = self.queue_value(&mut w.table, &mut writes, key, value)?;
+            locs.moved.insert(*old, l);
+            values_written.push((l, value_blocks(value)?, *key));
+            values_freed.push(*old);
         }
 
-        // Then every page of the changed regions, in key order.
-        let mut regions = Vec::with_capacity(pending.regions.len());
-        for (prefix, subtree) in &pending.regions {
+        // Then every page of the changed and relocated regions, in key order.
+        let mut regions = Vec::with_capacity(pending.regions.len() + relocation.regions.len());
+        for (prefix, subtree) in pending.regions.iter().chain(relocation.regions.iter()) {
             let node = self.write_subtree(
                 subtree,
                 seq,
-                &value_locs,
+                &locs,
                 &mut w.table,
                 &mut writes,
                 &mut written_pages,
@@ -468,7 +526,7 @@ impl Inner {
             entries: pending.dir.len(),
             regions,
             values_written,
-            values_freed: pending.freed_values.clone(),
+            values_freed,
             segment_heads: segment_heads(&w.table, &writes),
         };
         let new_segments: BTreeSet<u32> = writes
@@ -501,10 +559,16 @@ impl Inner {
         for (l, page) in written_pages.iter() {
             self.cache.insert(*l, page.clone());
         }
+        let pages_relocated = relocation.regions.len() as u64;
+        let values_relocated = relocation.values.len() as u64;
         self.counters.commit();
         self.counters
             .written(data_bytes + log_bytes, written_pages.len() as u64);
         self.counters.reshaped(pending.splits, pending.merges);
+        self.counters.cleaned(pages_relocated, values_relocated, 0);
+        // The batch no longer needs its base version: release its pin before deciding which
+        // segments can be deleted.
+        drop(pending);
 
         self.refresh_emptied(&mut w);
         self.after_commit(&mut w)?;
@@ -513,7 +577,26 @@ impl Inner {
             root: record.root,
             pages_written: written_pages.len() as u64,
             bytes_written: data_bytes + log_bytes,
+            pages_relocated,
+            values_relocated,
         })
+    }
+
+    /// Allocate and queue the record of one value; returns its location.
+    fn queue_value(
+        &self,
+        table: &mut crate::log::segments::SegmentTable,
+        writes: &mut Vec<Write>,
+        key: &KeyPath,
+        value: &[u8],
+    ) -> Result<u64> {
+        let l = table.allocate(value_blocks(value)?);
+        let hash = self.hasher.hash_value(value);
+        writes.push(Write {
+            loc: l,
+            blocks: encode_value_record(key, value, &hash),
+        });
+        Ok(l)
     }
 
     /// Assign disk locations to the in-memory pages of a subtree and queue their writes.
@@ -521,7 +604,7 @@ impl Inner {
         &self,
         node: &Arc<DirNode>,
         seq: u64,
-        value_locs: &HashMap<KeyPath, u64>,
+        locs: &ValueLocs,
         table: &mut crate::log::segments::SegmentTable,
         writes: &mut Vec<Write>,
         written: &mut Vec<(u64, Arc<Page>)>,
@@ -537,9 +620,11 @@ impl Inner {
                 for e in &mut page.entries {
                     if let Value::External(x) = &mut e.value {
                         if x.loc == UNWRITTEN {
-                            x.loc = *value_locs.get(&e.key).ok_or_else(|| {
+                            x.loc = *locs.new.get(&e.key).ok_or_else(|| {
                                 Error::InvalidArgument("value without a location".into())
                             })?;
+                        } else if let Some(moved) = locs.moved.get(&x.loc) {
+                            x.loc = *moved;
                         }
                     }
                 }
@@ -564,8 +649,8 @@ impl Inner {
             }
             DirNode::Branch(b) => {
                 let [l, r] = b.children();
-                let l = self.write_subtree(l, seq, value_locs, table, writes, written)?;
-                let r = self.write_subtree(r, seq, value_locs, table, writes, written)?;
+                let l = self.write_subtree(l, seq, locs, table, writes, written)?;
+                let r = self.write_subtree(r, seq, locs, table, writes, written)?;
                 Ok(Arc::new(DirNode::branch(self.hasher, l, r)))
             }
         }

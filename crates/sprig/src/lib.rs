@@ -22,6 +22,7 @@
 #![deny(missing_docs)]
 
 mod cache;
+mod cleaner;
 pub mod codec;
 mod commit;
 mod db;

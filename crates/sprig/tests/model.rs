@@ -15,6 +15,7 @@ enum Op {
     Get(usize),
     Commit,
     Checkpoint,
+    Clean,
     Reopen,
 }
 
@@ -55,6 +56,7 @@ fn op_strategy(keys: usize) -> impl Strategy<Value = Op> {
         8 => (0..keys).prop_map(Op::Get),
         6 => Just(Op::Commit),
         1 => Just(Op::Checkpoint),
+        1 => Just(Op::Clean),
         1 => Just(Op::Reopen),
     ]
 }
@@ -134,6 +136,14 @@ fn run(ops: Vec<Op>, hasher: Hasher, cache: u64, seed: u64) {
             Op::Checkpoint => {
                 drop(batch);
                 db.checkpoint().unwrap();
+                batch = db.begin();
+                staged = model.clone();
+                changes.clear();
+            }
+            Op::Clean => {
+                drop(batch);
+                db.clean().unwrap();
+                check_all(&db, &model, &keys);
                 batch = db.begin();
                 staged = model.clone();
                 changes.clear();

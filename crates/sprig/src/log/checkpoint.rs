@@ -59,7 +59,12 @@ impl Checkpoint {
         for (id, meta) in &self.table.segments {
             out.put_u32(*id);
             out.put_u32(meta.used_blocks);
-            out.put_u64(meta.live_value_blocks);
+        }
+        out.put_count(self.table.values.len());
+        for (l, (blocks, key)) in &self.table.values {
+            out.put_u64(*l);
+            out.put_u32(*blocks);
+            out.extend_from_slice(key);
         }
         encode_subtree(self.dir.tree(), &mut out).map_err(|e| {
             Error::InvalidArgument(format!("cannot checkpoint an unwritten version: {e}"))
@@ -102,20 +107,27 @@ impl Checkpoint {
         let wal_offset = r.u64().map_err(de)?;
         let active = r.u32().map_err(de)?;
         let segment_blocks = r.u32().map_err(de)?;
-        let n = r.count(16).map_err(de)?;
+        let n = r.count(8).map_err(de)?;
         let mut segments = BTreeMap::new();
         for _ in 0..n {
             let id = r.u32().map_err(de)?;
             let used_blocks = r.u32().map_err(de)?;
-            let live_value_blocks = r.u64().map_err(de)?;
             segments.insert(
                 id,
                 SegmentMeta {
                     used_blocks,
-                    live_page_blocks: 0,
-                    live_value_blocks,
+                    ..SegmentMeta::default()
                 },
             );
+        }
+        let n = r.count(8 + 4 + 32).map_err(de)?;
+        let mut values = Vec::with_capacity(n);
+        for _ in 0..n {
+            values.push((
+                r.u64().map_err(de)?,
+                r.u32().map_err(de)?,
+                r.array().map_err(de)?,
+            ));
         }
         let tree = decode_subtree(&mut r, hasher, 0).map_err(de)?;
         r.finish().map_err(de)?;
@@ -138,10 +150,14 @@ impl Checkpoint {
         }
         let mut table = SegmentTable {
             segments,
+            values: BTreeMap::new(),
             active,
             segment_blocks,
         };
         for_each_disk_page(dir.tree(), &mut |l| table.add_pages(l, 1));
+        for (l, blocks, key) in values {
+            table.value_written(l, blocks, key);
+        }
         Ok(Checkpoint {
             seq,
             wal_id,

@@ -97,10 +97,10 @@ pub struct CommitRecord {
     pub entries: u64,
     /// Replaced regions and their new subtrees (every page on disk).
     pub regions: Vec<(Prefix, Arc<DirNode>)>,
-    /// Value records written: (location, blocks).
-    pub values_written: Vec<(u64, u32)>,
-    /// Value records no longer referenced: (location, blocks).
-    pub values_freed: Vec<(u64, u32)>,
+    /// Value records written: (location, blocks, key).
+    pub values_written: Vec<(u64, u32, KeyPath)>,
+    /// Locations of value records no longer referenced.
+    pub values_freed: Vec<u64>,
     /// For each segment written to: (segment id, blocks used after this commit), in the
     /// order they were filled; the last is the active segment.
     pub segment_heads: Vec<(u32, u32)>,
@@ -119,12 +119,15 @@ impl CommitRecord {
             out.extend_from_slice(prefix.bits());
             encode_subtree(subtree, &mut out)?;
         }
-        for list in [&self.values_written, &self.values_freed] {
-            out.put_count(list.len());
-            for (l, blocks) in list.iter() {
-                out.put_u64(*l);
-                out.put_u32(*blocks);
-            }
+        out.put_count(self.values_written.len());
+        for (l, blocks, key) in &self.values_written {
+            out.put_u64(*l);
+            out.put_u32(*blocks);
+            out.extend_from_slice(key);
+        }
+        out.put_count(self.values_freed.len());
+        for l in &self.values_freed {
+            out.put_u64(*l);
         }
         out.put_count(self.segment_heads.len());
         for (id, used) in &self.segment_heads {
@@ -149,15 +152,16 @@ impl CommitRecord {
             let subtree = decode_subtree(&mut r, hasher, prefix.depth())?;
             regions.push((prefix, subtree));
         }
-        let mut lists = [Vec::new(), Vec::new()];
-        for list in lists.iter_mut() {
-            let n = r.count(12)?;
-            list.reserve(n);
-            for _ in 0..n {
-                list.push((r.u64()?, r.u32()?));
-            }
+        let n = r.count(8 + 4 + 32)?;
+        let mut values_written = Vec::with_capacity(n);
+        for _ in 0..n {
+            values_written.push((r.u64()?, r.u32()?, r.array()?));
         }
-        let [values_written, values_freed] = lists;
+        let n = r.count(8)?;
+        let mut values_freed = Vec::with_capacity(n);
+        for _ in 0..n {
+            values_freed.push(r.u64()?);
+        }
         let n = r.count(8)?;
         let mut segment_heads = Vec::with_capacity(n);
         for _ in 0..n {
@@ -226,11 +230,11 @@ pub fn apply_record(
         }
         for_each_disk_page(subtree, &mut |l| table.add_pages(l, 1));
     }
-    for (l, blocks) in &record.values_written {
-        table.add_values(*l, i64::from(*blocks));
+    for l in &record.values_freed {
+        table.value_freed(*l);
     }
-    for (l, blocks) in &record.values_freed {
-        table.add_values(*l, -i64::from(*blocks));
+    for (l, blocks, key) in &record.values_written {
+        table.value_written(*l, *blocks, *key);
     }
     for (id, used) in &record.segment_heads {
         let meta = table.segments.entry(*id).or_default();
@@ -240,21 +244,26 @@ pub fn apply_record(
     Ok(next)
 }
 
-/// Visit the location of every on-disk page under `node`.
-pub fn for_each_disk_page(node: &DirNode, f: &mut dyn FnMut(u64)) {
+/// Visit every page under `node`.
+pub fn for_each_page_ref(node: &DirNode, f: &mut dyn FnMut(&PageRef)) {
     match node {
         DirNode::Empty => {}
-        DirNode::Page(p) => {
-            if let PageLoc::Disk(l) = p.loc {
-                f(l);
-            }
-        }
+        DirNode::Page(p) => f(p),
         DirNode::Branch(b) => {
             for c in b.children() {
-                for_each_disk_page(c, f);
+                for_each_page_ref(c, f);
             }
         }
     }
+}
+
+/// Visit the location of every on-disk page under `node`.
+pub fn for_each_disk_page(node: &DirNode, f: &mut dyn FnMut(u64)) {
+    for_each_page_ref(node, &mut |p| {
+        if let PageLoc::Disk(l) = p.loc {
+            f(l);
+        }
+    });
 }
 
 /// Lowercase hex of bytes.

@@ -268,6 +268,8 @@ pub fn decode_page_at(bytes: &[u8], l: u64, prefix: &Prefix) -> Result<Page> {
 pub struct SegmentTable {
     /// Every segment with data, by id.
     pub segments: BTreeMap<u32, SegmentMeta>,
+    /// Every live value record: location → (blocks, key). The cleaner relocates values by it.
+    pub values: BTreeMap<u64, (u32, KeyPath)>,
     /// The segment new blocks go to.
     pub active: u32,
     /// The size of a segment in blocks.
@@ -281,6 +283,7 @@ impl SegmentTable {
         segments.insert(1, SegmentMeta::default());
         SegmentTable {
             segments,
+            values: BTreeMap::new(),
             active: 1,
             segment_blocks,
         }
@@ -312,10 +315,20 @@ impl SegmentTable {
         meta.live_page_blocks = meta.live_page_blocks.saturating_add_signed(delta);
     }
 
-    /// Count `blocks` live value blocks at `l` (negative to release).
-    pub fn add_values(&mut self, l: u64, delta: i64) {
-        let meta = self.segments.entry(loc_segment(l)).or_default();
-        meta.live_value_blocks = meta.live_value_blocks.saturating_add_signed(delta);
+    /// Record a live value record of `blocks` blocks at `l`, holding `key`'s value.
+    pub fn value_written(&mut self, l: u64, blocks: u32, key: KeyPath) {
+        if self.values.insert(l, (blocks, key)).is_none() {
+            let meta = self.segments.entry(loc_segment(l)).or_default();
+            meta.live_value_blocks += u64::from(blocks);
+        }
+    }
+
+    /// Forget the value record at `l`: nothing refers to it any more.
+    pub fn value_freed(&mut self, l: u64) {
+        if let Some((blocks, _)) = self.values.remove(&l) {
+            let meta = self.segments.entry(loc_segment(l)).or_default();
+            meta.live_value_blocks = meta.live_value_blocks.saturating_sub(u64::from(blocks));
+        }
     }
 
     /// Blocks written in all segments.

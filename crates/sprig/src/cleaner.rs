@@ -1,0 +1,246 @@
+//! The cleaner: keeps disk use within the configured multiple of the live data by copying the
+//! live pages and values of the emptiest segments forward, so those segments can be deleted.
+//!
+//! Cleaning rides along with a commit: the relocated pages become extra regions of the same
+//! commit record (their nodes, and so the root, are unchanged), and relocated value records
+//! are patched into the pages that point at them as those pages are written. The work per
+//! commit is bounded, so cleaning never stalls a commit for long.
+
+use crate::db::Inner;
+use crate::directory::{DirNode, Directory, PageLoc, PageRef};
+use crate::error::Result;
+use crate::log::segments::{loc_segment, SegmentTable};
+use crate::page::Value;
+use crate::prefix::Prefix;
+use crate::stats::ReadKind;
+use sprig_core::trie::KeyPath;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+/// The most segments cleaned by one commit.
+const MAX_VICTIMS_PER_COMMIT: usize = 4;
+/// The most live blocks copied by one commit (unless a single victim holds more).
+const MAX_BLOCKS_PER_COMMIT: u64 = 32 * 1024;
+/// An explicit clean takes segments at most this full.
+const EXPLICIT_CLEAN_MAX_LIVE_RATIO: f64 = 0.5;
+
+/// Live data of the victim segments to copy forward with a commit.
+#[derive(Default)]
+pub(crate) struct Relocation {
+    /// Pages to rewrite (in memory, unchanged content), by region.
+    pub regions: Vec<(Prefix, Arc<DirNode>)>,
+    /// Value records to rewrite: old location → (key, value bytes).
+    pub values: BTreeMap<u64, (KeyPath, Vec<u8>)>,
+}
+
+/// How cleaning is asked for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum CleanMode {
+    /// After a commit, only if disk use is above the limit.
+    Auto,
+    /// On request: every sealed segment at most half live, within the per-commit bound.
+    Explicit,
+}
+
+/// Choose victim segments: the emptiest sealed segments that still hold live data, enough
+/// that disk use stays within `max_amp` times the live data once `incoming` blocks are
+/// written (and the blocks they replace become garbage).
+fn choose_victims(table: &SegmentTable, max_amp: f64, incoming: u64, mode: CleanMode) -> Vec<u32> {
+    // Segments without live data are about to be deleted: they do not count as used.
+    let used: u64 = table
+        .segments
+        .iter()
+        .filter(|(id, m)| **id == table.active || m.live_blocks() > 0)
+        .map(|(_, m)| u64::from(m.used_blocks))
+        .sum();
+    let used = (used + incoming) as f64;
+    let live = table.live_blocks() as f64;
+    if mode == CleanMode::Auto && used <= max_amp * live {
+        return Vec::new();
+    }
+    let mut candidates: Vec<(u32, u64, u32)> = table
+        .segments
+        .iter()
+        .filter(|(id, m)| **id != table.active && m.live_blocks() > 0 && m.used_blocks > 0)
+        .map(|(id, m)| (*id, m.live_blocks(), m.used_blocks))
+        .collect();
+    candidates.sort_by_key(|(id, live, _)| (*live, *id));
+    let mut victims = Vec::new();
+    let mut moved = 0u64;
+    let mut remaining_used = used;
+    for (id, seg_live, seg_used) in candidates {
+        if victims.len() >= MAX_VICTIMS_PER_COMMIT {
+            break;
+        }
+        let ratio = seg_live as f64 / f64::from(seg_used.max(1));
+        let wanted = match mode {
+            CleanMode::Auto => remaining_used > max_amp * live && ratio < 1.0,
+            CleanMode::Explicit => ratio <= EXPLICIT_CLEAN_MAX_LIVE_RATIO,
+        };
+        if !wanted || (!victims.is_empty() && moved + seg_live > MAX_BLOCKS_PER_COMMIT) {
+            break;
+        }
+        victims.push(id);
+        moved += seg_live;
+        remaining_used -= f64::from(seg_used) - seg_live as f64;
+    }
+    victims
+}
+
+impl Inner {
+    /// Whether an explicit clean would find a segment to clean.
+    pub(crate) fn has_cleaning_work(&self) -> bool {
+        let w = self.writer.lock();
+        !choose_victims(
+            &w.table,
+            self.options.max_space_amplification,
+            0,
+            CleanMode::Explicit,
+        )
+        .is_empty()
+    }
+
+    /// Plan the relocation of the live data of victim segments, skipping what the commit
+    /// already rewrites (`regions`) or frees (`freed`).
+    pub(crate) fn plan_relocation(
+        &self,
+        table: &SegmentTable,
+        head: &Directory,
+        regions: &[(Prefix, Arc<DirNode>)],
+        freed: &BTreeSet<u64>,
+        incoming: u64,
+        mode: CleanMode,
+    ) -> Result<Relocation> {
+        let victims = choose_victims(table, self.options.max_space_amplification, incoming, mode);
+        if victims.is_empty() {
+            return Ok(Relocation::default());
+        }
+        let victim_set: BTreeSet<u32> = victims.iter().copied().collect();
+        let covered = |p: &Prefix| regions.iter().any(|(r, _)| r.covers(p));
+
+        // Pages to rewrite: those in victims, and those pointing at values in victims.
+        let mut wanted: BTreeMap<Prefix, PageRef> = BTreeMap::new();
+        head.for_each_page(|prefix, r| {
+            if let PageLoc::Disk(l) = r.loc {
+                if victim_set.contains(&loc_segment(l)) && !covered(prefix) {
+                    wanted.insert(*prefix, r.clone());
+                }
+            }
+        });
+        let values: Vec<(u64, KeyPath)> = table
+            .values
+            .iter()
+            .filter(|(l, _)| victim_set.contains(&loc_segment(**l)) && !freed.contains(l))
+            .map(|(l, (_, key))| (*l, *key))
+            .collect();
+        for (_, key) in &values {
+            let (prefix, node) = head.locate(key);
+            if let DirNode::Page(r) = node.as_ref() {
+                if !covered(&prefix) {
+                    wanted.insert(prefix, r.clone());
+                }
+            }
+        }
+        let wanted: Vec<(Prefix, PageRef)> = wanted.into_iter().collect();
+        let pages = self.load_pages(&wanted, ReadKind::Maintenance)?;
+        let mut relocation = Relocation::default();
+        for ((prefix, r), page) in wanted.into_iter().zip(pages) {
+            relocation.regions.push((
+                prefix,
+                Arc::new(DirNode::Page(PageRef {
+                    loc: PageLoc::Memory(page),
+                    checksum: 0,
+                    node: r.node,
+                    count: r.count,
+                })),
+            ));
+        }
+
+        // The bytes of every value to move, checked against the pointer in its page.
+        let by_region: BTreeMap<Prefix, Arc<crate::page::Page>> = relocation
+            .regions
+            .iter()
+            .filter_map(|(p, n)| match n.as_ref() {
+                DirNode::Page(PageRef {
+                    loc: PageLoc::Memory(page),
+                    ..
+                }) => Some((*p, page.clone())),
+                _ => None,
+            })
+            .collect();
+        for (l, key) in values {
+            let (prefix, _) = head.locate(&key);
+            let page = match by_region.get(&prefix) {
+                Some(p) => p.clone(),
+                None => {
+                    // The page is rewritten by the commit itself: read the pointer from the
+                    // committed version.
+                    let node = head.locate(&key).1.clone();
+                    let DirNode::Page(r) = node.as_ref() else {
+                        continue;
+                    };
+                    match self
+                        .load_pages(&[(prefix, r.clone())], ReadKind::Maintenance)?
+                        .pop()
+                    {
+                        Some(p) => p,
+                        None => continue,
+                    }
+                }
+            };
+            if let Some(Value::External(x)) = page.get(&key) {
+                if x.loc == l {
+                    let bytes = self.segments.read_value(&key, x)?;
+                    self.counters.value_read(x.len);
+                    relocation.values.insert(l, (key, bytes));
+                }
+            }
+        }
+        Ok(relocation)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::log::segments::SegmentMeta;
+
+    fn table(segments: &[(u32, u32, u64)], active: u32) -> SegmentTable {
+        let mut t = SegmentTable::new(100);
+        t.segments.clear();
+        for (id, used, live) in segments {
+            t.segments.insert(
+                *id,
+                SegmentMeta {
+                    used_blocks: *used,
+                    live_page_blocks: *live,
+                    live_value_blocks: 0,
+                },
+            );
+        }
+        t.active = active;
+        t
+    }
+
+    #[test]
+    fn victims_are_the_emptiest_sealed_segments_and_only_when_needed() {
+        // 400 used, 300 live: below 2x, nothing to do automatically.
+        let t = table(&[(1, 100, 90), (2, 100, 80), (3, 100, 70), (4, 100, 60)], 4);
+        assert!(choose_victims(&t, 2.0, 0, CleanMode::Auto).is_empty());
+        // 400 used, 130 live: above 2x; the emptiest sealed segment first, never the active.
+        let t = table(&[(1, 100, 10), (2, 100, 50), (3, 100, 40), (4, 100, 30)], 1);
+        assert_eq!(choose_victims(&t, 2.0, 0, CleanMode::Auto), vec![4, 3, 2]);
+        // Segments already empty are about to be deleted: they need no cleaning.
+        let t = table(&[(1, 100, 10), (2, 100, 95), (3, 100, 95), (4, 100, 0)], 1);
+        assert!(choose_victims(&t, 1.5, 0, CleanMode::Auto).is_empty());
+        // Only as much as needed to get back under the limit.
+        let t = table(&[(1, 100, 10), (2, 100, 40), (3, 100, 45), (4, 100, 50)], 1);
+        assert_eq!(choose_victims(&t, 2.0, 0, CleanMode::Auto), vec![2, 3]);
+        // Explicit: everything at most half live.
+        let t = table(&[(1, 100, 10), (2, 100, 50), (3, 100, 90), (4, 100, 30)], 3);
+        assert_eq!(
+            choose_victims(&t, 2.0, 0, CleanMode::Explicit),
+            vec![1, 4, 2]
+        );
+    }
+}
