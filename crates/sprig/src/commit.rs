@@ -600,6 +600,9 @@ impl Inner {
     }
 
     /// Assign disk locations to the in-memory pages of a subtree and queue their writes.
+    ///
+    /// Recurses once per directory level (up to 256): the frame must stay small, so the page
+    /// itself is encoded in [`Inner::write_page`].
     fn write_subtree(
         &self,
         node: &Arc<DirNode>,
@@ -611,42 +614,18 @@ impl Inner {
     ) -> Result<Arc<DirNode>> {
         match node.as_ref() {
             DirNode::Empty => Ok(node.clone()),
-            DirNode::Page(r) => {
-                let PageLoc::Memory(page) = &r.loc else {
-                    return Ok(node.clone());
-                };
-                let mut page = Page::clone(page);
-                page.seq = seq;
-                for e in &mut page.entries {
-                    if let Value::External(x) = &mut e.value {
-                        if x.loc == UNWRITTEN {
-                            x.loc = *locs.new.get(&e.key).ok_or_else(|| {
-                                Error::InvalidArgument("value without a location".into())
-                            })?;
-                        } else if let Some(moved) = locs.moved.get(&x.loc) {
-                            x.loc = *moved;
-                        }
-                    }
+            DirNode::Page(r) => match &r.loc {
+                PageLoc::Memory(page) => {
+                    let (l, checksum) = self.write_page(page, seq, locs, table, writes, written)?;
+                    Ok(Arc::new(DirNode::Page(PageRef {
+                        loc: PageLoc::Disk(l),
+                        checksum,
+                        node: r.node,
+                        count: r.count,
+                    })))
                 }
-                let block = page
-                    .encode()
-                    .map_err(|e| Error::InvalidArgument(e.to_string()))?;
-                let checksum = crate::codec::checksum(&block.0);
-                let l = table.allocate(1);
-                let mut buf = BlockBuf::default();
-                buf.push(&block);
-                writes.push(Write {
-                    loc: l,
-                    blocks: buf,
-                });
-                written.push((l, Arc::new(page)));
-                Ok(Arc::new(DirNode::Page(PageRef {
-                    loc: PageLoc::Disk(l),
-                    checksum,
-                    node: r.node,
-                    count: r.count,
-                })))
-            }
+                PageLoc::Disk(_) => Ok(node.clone()),
+            },
             DirNode::Branch(b) => {
                 let [l, r] = b.children();
                 let l = self.write_subtree(l, seq, locs, table, writes, written)?;
@@ -654,6 +633,47 @@ impl Inner {
                 Ok(Arc::new(DirNode::branch(self.hasher, l, r)))
             }
         }
+    }
+
+    /// Encode one in-memory page with its value pointers resolved, allocate its block and
+    /// queue the write. Returns its location and checksum.
+    #[inline(never)]
+    fn write_page(
+        &self,
+        page: &Page,
+        seq: u64,
+        locs: &ValueLocs,
+        table: &mut crate::log::segments::SegmentTable,
+        writes: &mut Vec<Write>,
+        written: &mut Vec<(u64, Arc<Page>)>,
+    ) -> Result<(u64, u64)> {
+        let mut page = page.clone();
+        page.seq = seq;
+        for e in &mut page.entries {
+            if let Value::External(x) = &mut e.value {
+                if x.loc == UNWRITTEN {
+                    x.loc = *locs
+                        .new
+                        .get(&e.key)
+                        .ok_or_else(|| Error::InvalidArgument("value without a location".into()))?;
+                } else if let Some(moved) = locs.moved.get(&x.loc) {
+                    x.loc = *moved;
+                }
+            }
+        }
+        let block = page
+            .encode()
+            .map_err(|e| Error::InvalidArgument(e.to_string()))?;
+        let checksum = crate::codec::checksum(&block.0);
+        let l = table.allocate(1);
+        let mut buf = BlockBuf::default();
+        buf.push(&block);
+        writes.push(Write {
+            loc: l,
+            blocks: buf,
+        });
+        written.push((l, Arc::new(page)));
+        Ok((l, checksum))
     }
 
     /// Write every queued block run (contiguous runs in one call each) and sync each segment
