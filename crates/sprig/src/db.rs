@@ -525,8 +525,8 @@ impl Inner {
 /// A consistent, read-only view of one committed version. Commits that happen after the view
 /// was taken never change what it sees.
 pub struct ReadView {
-    inner: Arc<Inner>,
-    version: Arc<Version>,
+    pub(crate) inner: Arc<Inner>,
+    pub(crate) version: Arc<Version>,
     pin: Pin,
 }
 

@@ -210,6 +210,40 @@ impl Directory {
         walk(&self.root, Prefix::root(), &mut f);
     }
 
+    /// Up to `limit` pages in key order, starting with the region that holds `start`.
+    pub fn pages_from(&self, start: &KeyPath, limit: usize) -> Vec<(Prefix, PageRef)> {
+        fn walk(
+            node: &DirNode,
+            pos: Prefix,
+            start: Option<&KeyPath>,
+            limit: usize,
+            out: &mut Vec<(Prefix, PageRef)>,
+        ) {
+            if out.len() >= limit {
+                return;
+            }
+            match node {
+                DirNode::Empty => {}
+                DirNode::Page(r) => out.push((pos, r.clone())),
+                DirNode::Branch(b) => {
+                    let d = pos.depth();
+                    match start {
+                        Some(k) if bit_at(k, d) => {
+                            walk(&b.children[1], pos.child(true), Some(k), limit, out)
+                        }
+                        _ => {
+                            walk(&b.children[0], pos.child(false), start, limit, out);
+                            walk(&b.children[1], pos.child(true), None, limit, out);
+                        }
+                    }
+                }
+            }
+        }
+        let mut out = Vec::new();
+        walk(&self.root, Prefix::root(), Some(start), limit, &mut out);
+        out
+    }
+
     /// The node at `pos`, if `pos` is a position of the directory (not inside a page).
     pub fn node_at(&self, pos: &Prefix) -> Option<&Arc<DirNode>> {
         let mut node = &self.root;

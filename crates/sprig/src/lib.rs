@@ -22,6 +22,7 @@
 #![deny(missing_docs)]
 
 mod cache;
+mod check;
 mod cleaner;
 pub mod codec;
 mod commit;
@@ -33,12 +34,15 @@ pub mod log;
 mod options;
 pub mod page;
 pub mod prefix;
+mod scan;
 mod stats;
 
+pub use check::CheckReport;
 pub use commit::{CommitInfo, Pending, WriteBatch};
 pub use db::{Db, ReadView, MAX_VALUE_BYTES};
 pub use error::{Error, Result};
 pub use io::IoBackend;
 pub use options::{Options, SyncPolicy};
+pub use scan::Entries;
 pub use sprig_core::{self as core, Hasher, KeyPath, Node};
 pub use stats::{ReadKind, Stats};

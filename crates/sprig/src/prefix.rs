@@ -87,6 +87,24 @@ impl Prefix {
         }
     }
 
+    /// The smallest key path after every key of this position, or `None` if no key follows
+    /// (the position ends the key space).
+    pub fn next_key(&self) -> Option<KeyPath> {
+        let mut bits = self.bits;
+        let mut depth = self.depth();
+        while depth > 0 {
+            let i = depth - 1;
+            if bit_at(&bits, i) {
+                set_bit(&mut bits, i, false);
+                depth -= 1;
+            } else {
+                set_bit(&mut bits, i, true);
+                return Some(bits);
+            }
+        }
+        None
+    }
+
     /// Whether `key` lies in this position's subtree.
     pub fn contains(&self, key: &KeyPath) -> bool {
         same_prefix(&self.bits, key, self.depth())
@@ -140,6 +158,22 @@ mod tests {
         assert!(root.covers(&r) && !l.covers(&r) && r.covers(&r.child(false)));
         assert_eq!(r.to_string(), "1");
         assert_eq!(r.child(false).child(true).to_string(), "101");
+    }
+
+    #[test]
+    fn next_key_is_the_first_key_after_the_region() {
+        assert_eq!(Prefix::root().next_key(), None);
+        assert_eq!(Prefix::root().child(true).next_key(), None);
+        let mut expected = [0u8; 32];
+        expected[0] = 0x80;
+        assert_eq!(Prefix::root().child(false).next_key(), Some(expected));
+        // 0b011 → 0b100
+        let p = Prefix::root().child(false).child(true).child(true);
+        expected[0] = 0b1000_0000;
+        assert_eq!(p.next_key(), Some(expected));
+        let p = Prefix::root().child(false).child(true).child(false);
+        expected[0] = 0b0110_0000;
+        assert_eq!(p.next_key(), Some(expected));
     }
 
     #[test]

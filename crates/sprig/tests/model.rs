@@ -79,6 +79,26 @@ fn check_all(db: &Db, model: &ReferenceModel, keys: &[KeyPath]) {
     for (k, v) in keys.iter().zip(values) {
         assert_eq!(v.as_deref(), model.get(k), "value of {k:02x?}");
     }
+    let scanned: Vec<(KeyPath, Vec<u8>)> = view.iter().map(|r| r.unwrap()).collect();
+    let expected: Vec<(KeyPath, Vec<u8>)> = model.iter().map(|(k, v)| (*k, v.to_vec())).collect();
+    assert_eq!(scanned, expected, "full scan");
+    if let (Some(a), Some(b)) = (keys.first(), keys.get(keys.len() / 2)) {
+        let (start, end) = if a < b { (*a, *b) } else { (*b, *a) };
+        let ranged: Vec<KeyPath> = view.range(start, Some(end)).map(|r| r.unwrap().0).collect();
+        let want: Vec<KeyPath> = model
+            .iter()
+            .map(|(k, _)| *k)
+            .filter(|k| *k >= start && *k < end)
+            .collect();
+        assert_eq!(ranged, want, "range scan");
+    }
+    let report = db.check(&mut |_, _| {}).unwrap();
+    assert!(
+        report.is_clean(),
+        "check found problems: {:?}",
+        report.problems
+    );
+    assert_eq!(report.entries, model.len() as u64);
     for k in keys.iter().step_by(7) {
         let proof = view.path_proof(k).unwrap();
         proof

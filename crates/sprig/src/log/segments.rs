@@ -151,35 +151,40 @@ impl Segments {
             .map_err(|e| Error::io("deleting", &name, e))
     }
 
-    /// Read pages at the given locations, all in flight at once, checking each against its
-    /// checksum and region. Returns the raw blocks in request order.
-    pub fn read_pages(&self, wanted: &[(u64, u64, Prefix)]) -> Result<Vec<BlockBuf>> {
-        let files: Vec<Arc<dyn StorageFile>> = wanted
+    /// Read the blocks at the given locations, all in flight at once, unchecked.
+    pub fn read_blocks(&self, locs: &[u64]) -> Result<Vec<BlockBuf>> {
+        let files: Vec<Arc<dyn StorageFile>> = locs
             .iter()
-            .map(|(l, _, _)| self.file(loc_segment(*l), false))
+            .map(|l| self.file(loc_segment(*l), false))
             .collect::<Result<_>>()?;
-        let mut requests: Vec<ReadRequest<'_>> = wanted
+        let mut requests: Vec<ReadRequest<'_>> = locs
             .iter()
             .zip(files.iter())
-            .map(|((l, _, _), f)| ReadRequest {
+            .map(|(l, f)| ReadRequest {
                 file: f.as_ref(),
                 offset: loc_offset(*l),
                 buf: BlockBuf::zeroed(1),
             })
             .collect();
         self.storage.read_batch(&mut requests).map_err(|e| {
-            Error::io(
-                "reading pages from",
-                format!("{} segment(s)", files.len()),
-                e,
-            )
+            let file = match locs {
+                [one] => segment_file_name(loc_segment(*one)),
+                _ => format!("{} pages in segment files", locs.len()),
+            };
+            Error::io("reading", file, e)
         })?;
-        let mut out = Vec::with_capacity(requests.len());
-        for (req, (l, sum, _)) in requests.into_iter().zip(wanted.iter()) {
-            verify_page_checksum(req.buf.as_bytes(), *l, *sum)?;
-            out.push(req.buf);
+        Ok(requests.into_iter().map(|r| r.buf).collect())
+    }
+
+    /// Read pages at the given locations, all in flight at once, checking each against its
+    /// checksum. Returns the raw blocks in request order.
+    pub fn read_pages(&self, wanted: &[(u64, u64, Prefix)]) -> Result<Vec<BlockBuf>> {
+        let locs: Vec<u64> = wanted.iter().map(|(l, _, _)| *l).collect();
+        let blocks = self.read_blocks(&locs)?;
+        for (b, (l, sum, _)) in blocks.iter().zip(wanted.iter()) {
+            verify_page_checksum(b.as_bytes(), *l, *sum)?;
         }
-        Ok(out)
+        Ok(blocks)
     }
 
     /// Read and decode one page, checked against its checksum and region.

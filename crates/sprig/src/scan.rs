@@ -1,0 +1,88 @@
+//! Iteration over the entries of a read view in key-path order, reading pages in batches
+//! with many reads in flight. Full scans (export, state sync) and ranges build on it.
+
+use crate::db::ReadView;
+use crate::error::Result;
+use crate::page::Value;
+use crate::stats::ReadKind;
+use sprig_core::trie::KeyPath;
+use std::collections::VecDeque;
+
+/// Pages read per batch while scanning.
+const PAGES_PER_BATCH: usize = 64;
+
+/// The entries of a view from a start key (inclusive) to an end key (exclusive), in key-path
+/// order. Yields an error (and then stops) if a page cannot be read or fails its checks.
+pub struct Entries<'v> {
+    view: &'v ReadView,
+    next: Option<KeyPath>,
+    end: Option<KeyPath>,
+    buffer: VecDeque<(KeyPath, Value)>,
+}
+
+impl ReadView {
+    /// Every entry, in key-path order.
+    pub fn iter(&self) -> Entries<'_> {
+        self.range([0u8; 32], None)
+    }
+
+    /// The entries with `start <= key < end` (no end: to the last key), in key-path order.
+    pub fn range(&self, start: KeyPath, end: Option<KeyPath>) -> Entries<'_> {
+        Entries {
+            view: self,
+            next: Some(start),
+            end,
+            buffer: VecDeque::new(),
+        }
+    }
+}
+
+impl Entries<'_> {
+    /// Load the next batch of pages into the buffer.
+    fn fill(&mut self) -> Result<()> {
+        while self.buffer.is_empty() {
+            let Some(start) = self.next else {
+                return Ok(());
+            };
+            if self.end.is_some_and(|end| start >= end) {
+                self.next = None;
+                return Ok(());
+            }
+            let dir = &self.view.version.dir;
+            let pages = dir.pages_from(&start, PAGES_PER_BATCH);
+            let Some((last, _)) = pages.last() else {
+                self.next = None;
+                return Ok(());
+            };
+            self.next = last.next_key();
+            let loaded = self.view.inner.load_pages(&pages, ReadKind::Lookup)?;
+            for page in loaded {
+                for e in &page.entries {
+                    if e.key >= start && self.end.is_none_or(|end| e.key < end) {
+                        self.buffer.push_back((e.key, e.value.clone()));
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Iterator for Entries<'_> {
+    type Item = Result<(KeyPath, Vec<u8>)>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if let Err(e) = self.fill() {
+            self.next = None;
+            self.buffer.clear();
+            return Some(Err(e));
+        }
+        let (key, value) = self.buffer.pop_front()?;
+        Some(
+            self.view
+                .inner
+                .value_bytes(&key, &value)
+                .map(|bytes| (key, bytes)),
+        )
+    }
+}
