@@ -21,6 +21,7 @@
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 #![deny(missing_docs)]
 
+mod bulk;
 mod cache;
 mod check;
 mod cleaner;
@@ -37,6 +38,7 @@ pub mod prefix;
 mod scan;
 mod stats;
 
+pub use bulk::{BulkPhase, BulkProgress, BulkReport};
 pub use check::CheckReport;
 pub use commit::{CommitInfo, Pending, WriteBatch};
 pub use db::{Db, ReadView, MAX_VALUE_BYTES};
