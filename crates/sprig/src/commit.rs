@@ -168,10 +168,11 @@ impl WriteBatch {
     /// them in memory.
     pub fn prefetch(&mut self, keys: &[KeyPath]) -> Result<()> {
         let mut wanted: Vec<(Prefix, PageRef)> = Vec::new();
+        let mut queued = std::collections::HashSet::new();
         for key in keys {
             let (prefix, node) = self.base.dir.locate(key);
             if let DirNode::Page(r) = node.as_ref() {
-                if !self.pages.contains_key(&prefix) && !wanted.iter().any(|(p, _)| *p == prefix) {
+                if !self.pages.contains_key(&prefix) && queued.insert(prefix) {
                     wanted.push((prefix, r.clone()));
                 }
             }
