@@ -6,7 +6,7 @@
 
 use super::{MultiProof, PathProof, ProofNode, Terminal};
 use crate::hasher::Hasher;
-use crate::trie::{bit_at, subtrie_root, KeyPath, LeafData, ValueHash, KEY_BITS};
+use crate::trie::{bit_at, parent, subtrie_root, KeyPath, LeafData, Node, ValueHash, KEY_BITS};
 use alloc::vec::Vec;
 
 /// Append to `out` the pre-order multi-proof nodes of the subtree at `depth` holding `entries`,
@@ -45,6 +45,87 @@ pub fn prove_subtrie(
             prove_subtrie(hasher, depth + 1, er, kr, out);
         }
     }
+}
+
+/// Prove `keys` over the subtree at `depth` holding `entries` (as [`prove_subtrie`] does,
+/// appending to `out`) and return the subtree's node after `changes` (a new value hash, or
+/// `None` to delete), in one pass: every subtree no key enters is hashed once and serves both
+/// as the proof's opaque sibling and as the unchanged part of the new subtree.
+///
+/// `entries`, `keys` and `changes` must be sorted with distinct keys, all under the
+/// position's first `depth` bits, and every changed key must be in `keys`.
+pub fn prove_and_update(
+    hasher: Hasher,
+    depth: usize,
+    entries: &[(KeyPath, ValueHash)],
+    keys: &[KeyPath],
+    changes: &[(KeyPath, Option<ValueHash>)],
+    out: &mut Vec<ProofNode>,
+) -> Node {
+    if keys.is_empty() {
+        let node = subtrie_root(hasher, depth, entries);
+        out.push(if entries.is_empty() {
+            ProofNode::Terminator
+        } else {
+            ProofNode::Opaque(node)
+        });
+        return node;
+    }
+    match entries {
+        [] => {
+            out.push(ProofNode::Terminator);
+            merged_root(hasher, depth, entries, changes)
+        }
+        [(key_path, value_hash)] => {
+            out.push(ProofNode::Leaf(LeafData {
+                key_path: *key_path,
+                value_hash: *value_hash,
+            }));
+            merged_root(hasher, depth, entries, changes)
+        }
+        _ if depth >= KEY_BITS => {
+            out.push(ProofNode::Terminator);
+            merged_root(hasher, depth, entries, changes)
+        }
+        _ => {
+            out.push(ProofNode::Internal);
+            let e = entries.partition_point(|(k, _)| !bit_at(k, depth));
+            let k = keys.partition_point(|k| !bit_at(k, depth));
+            let c = changes.partition_point(|(k, _)| !bit_at(k, depth));
+            let (el, er) = entries.split_at(e);
+            let (kl, kr) = keys.split_at(k);
+            let (cl, cr) = changes.split_at(c);
+            let l = prove_and_update(hasher, depth + 1, el, kl, cl, out);
+            let r = prove_and_update(hasher, depth + 1, er, kr, cr, out);
+            parent(hasher, &l, &r)
+        }
+    }
+}
+
+/// The node at `depth` of `entries` (at most one, or a subtree no key splits) with `changes`
+/// merged in.
+fn merged_root(
+    hasher: Hasher,
+    depth: usize,
+    entries: &[(KeyPath, ValueHash)],
+    changes: &[(KeyPath, Option<ValueHash>)],
+) -> Node {
+    if changes.is_empty() {
+        return subtrie_root(hasher, depth, entries);
+    }
+    let mut merged: Vec<(KeyPath, ValueHash)> = Vec::with_capacity(entries.len() + changes.len());
+    let mut old = entries.iter().peekable();
+    for (key, change) in changes {
+        while let Some(e) = old.next_if(|e| e.0 < *key) {
+            merged.push(*e);
+        }
+        old.next_if(|e| e.0 == *key);
+        if let Some(v) = change {
+            merged.push((*key, *v));
+        }
+    }
+    merged.extend(old.copied());
+    subtrie_root(hasher, depth, &merged)
 }
 
 impl MultiProof {

@@ -10,7 +10,7 @@ mod multi;
 mod path;
 mod witness;
 
-pub use build::{path_proof_below, path_proof_from_entries, prove_subtrie};
+pub use build::{path_proof_below, path_proof_from_entries, prove_and_update, prove_subtrie};
 pub use multi::{MultiProof, ProofNode, VerifiedMultiProof, MAX_MULTIPROOF_NODES};
 pub use path::PathProof;
 pub use witness::{verify_block, VerifiedWitness, Witness, MAX_WITNESS_KEYS};
