@@ -7,6 +7,7 @@
 //! key order. Nothing is visible until a checkpoint of the finished directory is durable: a
 //! crash during a bulk load leaves the empty database it started from.
 
+use crate::commit::UNWRITTEN;
 use crate::db::{Db, Inner, Version, MAX_VALUE_BYTES};
 use crate::directory::{DirNode, Directory, PageLoc, PageRef};
 use crate::error::{Error, Result};
@@ -17,9 +18,7 @@ use crate::log::segments::{
     value_record_blocks, SegmentTable,
 };
 use crate::log::wal::{wal_file_name, Wal};
-use crate::page::{
-    Entry, ExternalValue, Layout, Page, Value, MAX_INLINE_VALUE_BYTES, PAGE_BODY_BYTES,
-};
+use crate::page::{ExternalValue, Layout, Page, ValueRef, MAX_INLINE_VALUE_BYTES, PAGE_BODY_BYTES};
 use crate::prefix::Prefix;
 use sprig_core::trie::{KeyPath, Node};
 use sprig_core::Hasher;
@@ -226,57 +225,91 @@ fn plan(counts: &[u64], depth: usize, lo: usize, hi: usize, jobs: &mut Vec<Job>)
     )
 }
 
-/// A region built in memory: its pages laid out, each with its trie node, and the values
-/// that go to the value log.
+/// The shape of a built region: where its pages go.
+enum Shape {
+    Empty,
+    Page(usize),
+    Split(Box<Shape>, Box<Shape>),
+}
+
+/// A region built in memory: its pages (each with its trie node, value-log pointers not yet
+/// resolved) in key order, its shape, and the values that go to the value log.
 struct Built {
-    layout: Layout,
-    nodes: Vec<Node>,
+    shape: Shape,
+    pages: Vec<(Page, Node)>,
     big_values: Vec<(KeyPath, Vec<u8>)>,
     entries: u64,
 }
 
-fn build_region(hasher: Hasher, job: &Job, mut items: Vec<(KeyPath, Vec<u8>)>) -> Built {
+fn shape_of(
+    hasher: Hasher,
+    layout: Layout<'_>,
+    seq: u64,
+    pages: &mut Vec<(Page, Node)>,
+) -> Result<Shape> {
+    match layout {
+        Layout::Page(_, entries) if entries.is_empty() => Ok(Shape::Empty),
+        Layout::Page(prefix, entries) => {
+            let leaves: Vec<(KeyPath, [u8; 32])> =
+                entries.iter().map(|(k, v)| (*k, v.hash(hasher))).collect();
+            let node = sprig_core::trie::subtrie_root(hasher, prefix.depth(), &leaves);
+            let page = Page::build(prefix, seq, &entries)
+                .map_err(|e| Error::InvalidArgument(format!("building a page: {e}")))?;
+            pages.push((page, node));
+            Ok(Shape::Page(pages.len() - 1))
+        }
+        Layout::Split(l, r) => Ok(Shape::Split(
+            Box::new(shape_of(hasher, *l, seq, pages)?),
+            Box::new(shape_of(hasher, *r, seq, pages)?),
+        )),
+    }
+}
+
+fn build_region(
+    hasher: Hasher,
+    job: &Job,
+    mut items: Vec<(KeyPath, Vec<u8>)>,
+    seq: u64,
+) -> Result<Built> {
     // Stable sort, then keep the last of equal keys: the last value given wins.
     items.sort_by_key(|(k, _)| *k);
-    let mut entries: Vec<Entry> = Vec::with_capacity(items.len());
-    let mut big_values = Vec::new();
+    let mut unique: Vec<(KeyPath, Vec<u8>)> = Vec::with_capacity(items.len());
     let mut iter = items.into_iter().peekable();
     while let Some((key, value)) = iter.next() {
         if iter.peek().is_some_and(|(next, _)| *next == key) {
             continue;
         }
-        let value = if value.len() > MAX_INLINE_VALUE_BYTES {
-            let x = ExternalValue {
-                loc: u64::MAX,
-                len: value.len() as u64,
-                hash: hasher.hash_value(&value),
-            };
-            big_values.push((key, value));
-            Value::External(x)
-        } else {
-            Value::Inline(value)
-        };
-        entries.push(Entry { key, value });
+        unique.push((key, value));
     }
-    let count = entries.len() as u64;
-    let layout = Layout::build(job.prefix, entries, FILL_BYTES);
-    let nodes = layout
-        .pages()
-        .into_iter()
-        .map(|(prefix, entries)| {
-            let leaves: Vec<(KeyPath, [u8; 32])> = entries
-                .iter()
-                .map(|e| (e.key, e.value.hash(hasher)))
-                .collect();
-            sprig_core::trie::subtrie_root(hasher, prefix.depth(), &leaves)
+    let refs: Vec<(KeyPath, ValueRef<'_>)> = unique
+        .iter()
+        .map(|(key, value)| {
+            let v = if value.len() > MAX_INLINE_VALUE_BYTES {
+                ValueRef::External(ExternalValue {
+                    loc: UNWRITTEN,
+                    len: value.len() as u64,
+                    hash: hasher.hash_value(value),
+                })
+            } else {
+                ValueRef::Inline(value)
+            };
+            (*key, v)
         })
         .collect();
-    Built {
-        layout,
-        nodes,
+    let layout = Layout::build(job.prefix, refs, FILL_BYTES);
+    let mut pages = Vec::new();
+    let shape = shape_of(hasher, layout, seq, &mut pages)?;
+    let entries = unique.len() as u64;
+    let big_values = unique
+        .into_iter()
+        .filter(|(_, v)| v.len() > MAX_INLINE_VALUE_BYTES)
+        .collect();
+    Ok(Built {
+        shape,
+        pages,
         big_values,
-        entries: count,
-    }
+        entries,
+    })
 }
 
 /// Sequential writer of blocks into segments.
@@ -325,67 +358,60 @@ impl Output<'_> {
     }
 
     /// Write a built region; returns its directory subtree.
-    fn region(&mut self, built: Built, seq: u64) -> Result<Arc<DirNode>> {
+    fn region(&mut self, built: Built) -> Result<Arc<DirNode>> {
         let hasher = self.inner.hasher;
         let mut locs = std::collections::HashMap::new();
         for (key, value) in &built.big_values {
             let rec = encode_value_record(key, value, &hasher.hash_value(value));
             let l = self.write(&rec)?;
-            let blocks = u32::try_from(value_record_blocks(value.len() as u64)).unwrap_or(u32::MAX);
+            let blocks = u32::try_from(value_record_blocks(value.len() as u64))
+                .map_err(|_| Error::InvalidArgument("value too large".into()))?;
             self.table.value_written(l, blocks, *key);
             locs.insert(*key, l);
             self.values += 1;
         }
-        let mut nodes = built.nodes.into_iter();
-        self.layout(built.layout, &mut nodes, &locs, seq)
-    }
-
-    fn layout(
-        &mut self,
-        layout: Layout,
-        nodes: &mut impl Iterator<Item = Node>,
-        locs: &std::collections::HashMap<KeyPath, u64>,
-        seq: u64,
-    ) -> Result<Arc<DirNode>> {
-        match layout {
-            Layout::Page(prefix, mut entries) => {
-                let node = nodes.next().unwrap_or_default();
-                if entries.is_empty() {
-                    return Ok(Arc::new(DirNode::Empty));
-                }
-                for e in &mut entries {
-                    if let Value::External(x) = &mut e.value {
-                        x.loc = locs.get(&e.key).copied().unwrap_or(u64::MAX);
-                    }
-                }
-                let count = entries.len() as u32;
-                let page = Page {
-                    prefix,
-                    seq,
-                    entries,
-                };
-                let block = page
-                    .encode()
-                    .map_err(|e| Error::InvalidArgument(e.to_string()))?;
-                let checksum = crate::codec::checksum(&block.0);
-                let mut buf = BlockBuf::default();
-                buf.push(&block);
-                let l = self.write(&buf)?;
-                self.table.add_pages(l, 1);
-                self.pages += 1;
-                Ok(Arc::new(DirNode::Page(PageRef {
-                    loc: PageLoc::Disk(l),
-                    checksum,
-                    node,
-                    count,
-                })))
-            }
-            Layout::Split(l, r) => {
-                let l = self.layout(*l, nodes, locs, seq)?;
-                let r = self.layout(*r, nodes, locs, seq)?;
-                Ok(Arc::new(DirNode::branch(self.inner.hasher, l, r)))
-            }
+        let mut written: Vec<Option<Arc<DirNode>>> = Vec::with_capacity(built.pages.len());
+        for (page, node) in built.pages {
+            let page = match page
+                .with_relocated_values(|key, _| locs.get(key).copied())
+                .map_err(|e| Error::InvalidArgument(format!("rebuilding a page: {e}")))?
+            {
+                Some(p) => p,
+                None => page,
+            };
+            let checksum = crate::codec::checksum(&page.block().0);
+            let mut buf = BlockBuf::default();
+            buf.push(page.block());
+            let l = self.write(&buf)?;
+            self.table.add_pages(l, 1);
+            self.pages += 1;
+            written.push(Some(Arc::new(DirNode::Page(PageRef {
+                loc: PageLoc::Disk(l),
+                checksum,
+                node,
+                count: page.len() as u32,
+            }))));
         }
+        Ok(assemble_shape(hasher, &built.shape, &mut written))
+    }
+}
+
+fn assemble_shape(
+    hasher: Hasher,
+    shape: &Shape,
+    pages: &mut [Option<Arc<DirNode>>],
+) -> Arc<DirNode> {
+    match shape {
+        Shape::Empty => Arc::new(DirNode::Empty),
+        Shape::Page(i) => pages
+            .get_mut(*i)
+            .and_then(Option::take)
+            .unwrap_or_else(|| Arc::new(DirNode::Empty)),
+        Shape::Split(l, r) => Arc::new(DirNode::branch(
+            hasher,
+            assemble_shape(hasher, l, pages),
+            assemble_shape(hasher, r, pages),
+        )),
     }
 }
 
@@ -499,19 +525,19 @@ impl Db {
                 let handles: Vec<_> = chunk
                     .iter()
                     .zip(loaded)
-                    .map(|(job, items)| s.spawn(move || build_region(hasher, job, items)))
+                    .map(|(job, items)| s.spawn(move || build_region(hasher, job, items, seq)))
                     .collect();
                 handles
                     .into_iter()
                     .map(|h| {
                         h.join()
-                            .map_err(|_| Error::InvalidArgument("bulk worker panicked".into()))
+                            .map_err(|_| Error::InvalidArgument("bulk worker panicked".into()))?
                     })
                     .collect::<Result<_>>()
             })?;
             for (i, b) in built.into_iter().enumerate() {
                 entries += b.entries;
-                let node = out.region(b, seq)?;
+                let node = out.region(b)?;
                 if let Some(slot) = subtrees.get_mut(chunk_index * WORKERS + i) {
                     *slot = Some(node);
                 }

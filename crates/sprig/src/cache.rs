@@ -111,11 +111,7 @@ mod tests {
     use crate::prefix::Prefix;
 
     fn page(seq: u64) -> Arc<Page> {
-        Arc::new(Page {
-            prefix: Prefix::root(),
-            seq,
-            entries: vec![],
-        })
+        Arc::new(Page::build(Prefix::root(), seq, &[]).unwrap())
     }
 
     #[test]
@@ -123,7 +119,7 @@ mod tests {
         let c = PageCache::new(PAGE_COST_BYTES * 64);
         for i in 0..1000u64 {
             c.insert(i, page(i));
-            assert_eq!(c.get(i).map(|p| p.seq), Some(i));
+            assert_eq!(c.get(i).map(|p| p.seq()), Some(i));
         }
         assert!(c.len() <= 64);
         let off = PageCache::new(0);

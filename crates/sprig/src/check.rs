@@ -10,7 +10,7 @@ use crate::log::record::hex;
 use crate::log::segments::{
     decode_page_at, loc_offset, loc_segment, segment_file_name, verify_page_checksum,
 };
-use crate::page::Value;
+use crate::page::ValueRef;
 use crate::prefix::Prefix;
 use crate::stats::ReadKind;
 
@@ -110,10 +110,10 @@ impl Db {
             let bad = |what: String| {
                 Error::corruption(segment_file_name(loc_segment(l)), loc_offset(l), what)
             };
-            if page.entries.len() as u64 != u64::from(r.count) {
+            if page.len() as u64 != u64::from(r.count) {
                 report.problems.push(bad(format!(
                     "page holds {} entries but the directory says {}",
-                    page.entries.len(),
+                    page.len(),
                     r.count
                 )));
             }
@@ -125,11 +125,11 @@ impl Db {
                     hex(&r.node)
                 )));
             }
-            report.entries += page.entries.len() as u64;
-            for e in &page.entries {
-                if let Value::External(x) = &e.value {
+            report.entries += page.len() as u64;
+            for e in page.iter() {
+                if let ValueRef::External(x) = e.value {
                     report.values += 1;
-                    match inner.segments.read_value(&e.key, x) {
+                    match inner.segments.read_value(e.key, &x) {
                         Ok(v) => report.bytes_read += v.len() as u64,
                         Err(err) => report.problems.push(err),
                     }

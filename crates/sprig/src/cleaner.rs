@@ -10,7 +10,7 @@ use crate::db::Inner;
 use crate::directory::{DirNode, Directory, PageLoc, PageRef};
 use crate::error::Result;
 use crate::log::segments::{loc_segment, SegmentTable};
-use crate::page::Value;
+use crate::page::ValueRef;
 use crate::prefix::Prefix;
 use crate::stats::ReadKind;
 use sprig_core::trie::KeyPath;
@@ -188,9 +188,9 @@ impl Inner {
                     }
                 }
             };
-            if let Some(Value::External(x)) = page.get(&key) {
+            if let Some(ValueRef::External(x)) = page.get(&key) {
                 if x.loc == l {
-                    let bytes = self.segments.read_value(&key, x)?;
+                    let bytes = self.segments.read_value(&key, &x)?;
                     self.counters.value_read(x.len);
                     relocation.values.insert(l, (key, bytes));
                 }

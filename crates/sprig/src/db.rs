@@ -16,7 +16,7 @@ use crate::log::record::{apply_record, CommitRecord};
 use crate::log::segments::{decode_page_at, parse_segment_file_name, SegmentTable, Segments};
 use crate::log::wal::{parse_wal_file_name, wal_file_name, Wal};
 use crate::options::Options;
-use crate::page::{Page, Value};
+use crate::page::{Page, ValueRef};
 use crate::prefix::Prefix;
 use crate::stats::{Counters, ReadKind, Stats};
 use parking_lot::{Mutex, RwLock};
@@ -490,12 +490,12 @@ impl Inner {
     }
 
     /// The bytes of a value.
-    pub fn value_bytes(&self, key: &KeyPath, value: &Value) -> Result<Vec<u8>> {
+    pub fn value_bytes(&self, key: &KeyPath, value: ValueRef<'_>) -> Result<Vec<u8>> {
         match value {
-            Value::Inline(v) => Ok(v.clone()),
-            Value::External(x) => {
+            ValueRef::Inline(v) => Ok(v.to_vec()),
+            ValueRef::External(x) => {
                 self.counters.value_read(x.len);
-                self.segments.read_value(key, x)
+                self.segments.read_value(key, &x)
             }
         }
     }
@@ -615,9 +615,26 @@ impl ReadView {
             .inner
             .pages_for(&self.version.dir, &keys, ReadKind::Proof)?;
         let mut nodes = Vec::new();
+        let hasher = self.inner.hasher;
         self.version
             .dir
-            .prove(&keys, &|p| pages.get(p).map(|a| a.as_ref()), &mut nodes)
+            .prove(
+                &keys,
+                &mut |prefix, node, keys, out| match node {
+                    DirNode::Page(_) => {
+                        let page = pages
+                            .get(prefix)
+                            .ok_or(crate::directory::DirectoryError::PageMissing(*prefix))?;
+                        page.prove(hasher, keys, out);
+                        Ok(())
+                    }
+                    _ => {
+                        out.push(sprig_core::ProofNode::Terminator);
+                        Ok(())
+                    }
+                },
+                &mut nodes,
+            )
             .map_err(|e| Error::corruption("<directory>", 0, e.to_string()))?;
         Ok(MultiProof { nodes })
     }

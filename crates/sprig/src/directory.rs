@@ -111,6 +111,11 @@ pub enum DirectoryError {
     PageMissing(Prefix),
 }
 
+/// Appends the multi-proof nodes below one region (a page or an empty region), given its
+/// position, its directory node and the keys under it.
+pub type RegionProver<'a> = dyn FnMut(&Prefix, &DirNode, &[KeyPath], &mut Vec<ProofNode>) -> Result<(), DirectoryError>
+    + 'a;
+
 /// A version of the directory. Cloning is cheap and shares everything.
 #[derive(Clone, Debug)]
 pub struct Directory {
@@ -289,14 +294,15 @@ impl Directory {
     }
 
     /// Append the multi-proof nodes of `keys` (sorted, distinct): the directory supplies the
-    /// upper part, and `page` must return the decoded page for each page on a key's path.
-    pub fn prove<'p>(
+    /// upper part, and `region` appends the nodes below each page or empty region that keys
+    /// reach (given its position, its node and the keys under it).
+    pub fn prove(
         &self,
         keys: &[KeyPath],
-        page: &dyn Fn(&Prefix) -> Option<&'p Page>,
+        region: &mut RegionProver<'_>,
         out: &mut Vec<ProofNode>,
     ) -> Result<(), DirectoryError> {
-        prove_at(self.hasher, &self.root, Prefix::root(), keys, page, out)
+        prove_at(&self.root, Prefix::root(), keys, region, out)
     }
 }
 
@@ -326,12 +332,11 @@ fn replace_at(
     Ok(Arc::new(DirNode::branch(hasher, l, r)))
 }
 
-fn prove_at<'p>(
-    hasher: Hasher,
+fn prove_at(
     node: &DirNode,
     pos: Prefix,
     keys: &[KeyPath],
-    page: &dyn Fn(&Prefix) -> Option<&'p Page>,
+    region: &mut RegionProver<'_>,
     out: &mut Vec<ProofNode>,
 ) -> Result<(), DirectoryError> {
     if keys.is_empty() {
@@ -344,11 +349,7 @@ fn prove_at<'p>(
         return Ok(());
     }
     match node {
-        DirNode::Empty => out.push(ProofNode::Terminator),
-        DirNode::Page(_) => {
-            let p = page(&pos).ok_or(DirectoryError::PageMissing(pos))?;
-            p.prove(hasher, keys, out);
-        }
+        DirNode::Empty | DirNode::Page(_) => region(&pos, node, keys, out)?,
         DirNode::Branch(b) => {
             if Hasher::node_kind(&b.node) != NodeKind::Internal {
                 return Err(DirectoryError::ThinBranch(pos));
@@ -357,8 +358,8 @@ fn prove_at<'p>(
             let depth = pos.depth();
             let split = keys.partition_point(|k| !bit_at(k, depth));
             let (kl, kr) = keys.split_at(split);
-            prove_at(hasher, &b.children[0], pos.child(false), kl, page, out)?;
-            prove_at(hasher, &b.children[1], pos.child(true), kr, page, out)?;
+            prove_at(&b.children[0], pos.child(false), kl, region, out)?;
+            prove_at(&b.children[1], pos.child(true), kr, region, out)?;
         }
     }
     Ok(())

@@ -3,15 +3,18 @@
 //! plus the value's hash. The page's sub-trie is a pure function of its entries, so the page
 //! carries everything needed to recompute its node in the trie and to prove any key below it.
 //!
-//! This module owns the byte layout (see `docs/DESIGN.md`), the decoding of untrusted page
-//! bytes (every violation is a [`PageError`], never a panic), page hashing and proofs, and the
-//! split of an overfull set of entries into a subtree of pages. It never does I/O.
+//! A decoded [`Page`] is its 4 KiB block plus the offset of each entry: reading entries never
+//! allocates. This module owns the byte layout (see `docs/DESIGN.md`), the validation of
+//! untrusted page bytes (every violation is a [`PageError`], never a panic), page hashing and
+//! proofs, building pages, and the split of an overfull region into a subtree of pages. It
+//! never does I/O.
 
 use crate::io::{Block, BLOCK_BYTES};
 use crate::prefix::Prefix;
 use sprig_core::proof::{prove_subtrie, ProofNode};
-use sprig_core::trie::{subtrie_root, KeyPath, Node, ValueHash};
+use sprig_core::trie::{bit_at, subtrie_root, KeyPath, Node, ValueHash};
 use sprig_core::Hasher;
+use std::sync::Arc;
 
 /// Magic bytes at the start of every page.
 pub const PAGE_MAGIC: [u8; 4] = *b"SPPG";
@@ -29,15 +32,8 @@ const KIND_EXTERNAL: u8 = 1;
 const ENTRY_KEY_BYTES: usize = 32;
 const INLINE_OVERHEAD_BYTES: usize = ENTRY_KEY_BYTES + 1 + 2;
 const EXTERNAL_ENTRY_BYTES: usize = ENTRY_KEY_BYTES + 1 + 8 + 8 + 32;
-
-/// Where a value lives.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Value {
-    /// Stored in the page.
-    Inline(Vec<u8>),
-    /// Stored in the value log.
-    External(ExternalValue),
-}
+const COUNT_AT: usize = 48;
+const USED_AT: usize = 50;
 
 /// A pointer to a value in the value log.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -50,147 +46,168 @@ pub struct ExternalValue {
     pub hash: ValueHash,
 }
 
-impl Value {
+/// A value as stored in a page, borrowed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ValueRef<'a> {
+    /// Stored in the page.
+    Inline(&'a [u8]),
+    /// Stored in the value log.
+    External(ExternalValue),
+}
+
+impl ValueRef<'_> {
     /// The bytes this value takes in a page, key included.
     pub fn entry_bytes(&self) -> usize {
         match self {
-            Value::Inline(v) => INLINE_OVERHEAD_BYTES + v.len(),
-            Value::External(_) => EXTERNAL_ENTRY_BYTES,
+            ValueRef::Inline(v) => INLINE_OVERHEAD_BYTES + v.len(),
+            ValueRef::External(_) => EXTERNAL_ENTRY_BYTES,
         }
     }
 
     /// `H(value)`.
     pub fn hash(&self, hasher: Hasher) -> ValueHash {
         match self {
-            Value::Inline(v) => hasher.hash_value(v),
-            Value::External(e) => e.hash,
+            ValueRef::Inline(v) => hasher.hash_value(v),
+            ValueRef::External(e) => e.hash,
+        }
+    }
+
+    /// The value-log pointer, if the value lives there.
+    pub fn external(&self) -> Option<ExternalValue> {
+        match self {
+            ValueRef::Inline(_) => None,
+            ValueRef::External(x) => Some(*x),
         }
     }
 }
 
-/// One key and its value.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Entry {
+/// One entry of a page, borrowed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EntryRef<'a> {
     /// The key path.
-    pub key: KeyPath,
+    pub key: &'a KeyPath,
     /// The value or its pointer.
-    pub value: Value,
+    pub value: ValueRef<'a>,
 }
 
-/// Why page bytes were rejected.
+/// Why page bytes were rejected or a page could not be built.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum PageError {
     /// The page does not start with the page magic or has an unknown version.
     #[error("not a page (bad magic or version)")]
     BadHeader,
-    /// The page belongs to another region than the directory says.
-    #[error("page holds region {found} but {expected} was expected")]
-    WrongPrefix {
-        /// The region the directory expected.
-        expected: Prefix,
-        /// The region in the page header.
-        found: Prefix,
-    },
     /// The entry area is inconsistent.
     #[error("malformed page body: {0}")]
     Malformed(&'static str),
+    /// Entries given to a builder do not fit in one page.
+    #[error("entries do not fit in one page")]
+    Overflow,
 }
 
-/// A decoded page.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A decoded, validated page.
+#[derive(Clone)]
 pub struct Page {
-    /// The region of the key space this page holds.
-    pub prefix: Prefix,
-    /// The commit sequence number that wrote this page version.
-    pub seq: u64,
-    /// The entries, sorted by key with distinct keys, all under `prefix`.
-    pub entries: Vec<Entry>,
+    block: Arc<Block>,
+    prefix: Prefix,
+    seq: u64,
+    offsets: Vec<u16>,
 }
+
+impl std::fmt::Debug for Page {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Page")
+            .field("prefix", &self.prefix)
+            .field("seq", &self.seq)
+            .field("entries", &self.offsets.len())
+            .finish()
+    }
+}
+
+impl PartialEq for Page {
+    fn eq(&self, other: &Page) -> bool {
+        self.block.0 == other.block.0
+    }
+}
+
+impl Eq for Page {}
 
 /// The bytes a set of entries takes in a page body.
-pub fn body_bytes(entries: &[Entry]) -> usize {
-    entries.iter().map(|e| e.value.entry_bytes()).sum()
+pub fn body_bytes(entries: &[(KeyPath, ValueRef<'_>)]) -> usize {
+    entries.iter().map(|(_, v)| v.entry_bytes()).sum()
+}
+
+/// Whether the entries fit in one page.
+pub fn fits(entries: &[(KeyPath, ValueRef<'_>)]) -> bool {
+    body_bytes(entries) <= PAGE_BODY_BYTES
+}
+
+struct Cursor<'a> {
+    bytes: &'a [u8],
+    at: usize,
+}
+
+impl<'a> Cursor<'a> {
+    fn slice(&mut self, n: usize) -> Result<&'a [u8], PageError> {
+        let end = self
+            .at
+            .checked_add(n)
+            .ok_or(PageError::Malformed("overflow"))?;
+        let s = self
+            .bytes
+            .get(self.at..end)
+            .ok_or(PageError::Malformed("truncated"))?;
+        self.at = end;
+        Ok(s)
+    }
+
+    fn take<const N: usize>(&mut self) -> Result<[u8; N], PageError> {
+        let mut out = [0u8; N];
+        out.copy_from_slice(self.slice(N)?);
+        Ok(out)
+    }
+
+    /// One entry at the cursor.
+    fn entry(&mut self) -> Result<(&'a [u8], ValueRef<'a>), PageError> {
+        let key = self.slice(ENTRY_KEY_BYTES)?;
+        let value = match self.take::<1>()? {
+            [KIND_INLINE] => {
+                let len = usize::from(u16::from_le_bytes(self.take()?));
+                if len > MAX_INLINE_VALUE_BYTES {
+                    return Err(PageError::Malformed("inline value too long"));
+                }
+                ValueRef::Inline(self.slice(len)?)
+            }
+            [KIND_EXTERNAL] => ValueRef::External(ExternalValue {
+                loc: u64::from_le_bytes(self.take()?),
+                len: u64::from_le_bytes(self.take()?),
+                hash: self.take()?,
+            }),
+            _ => return Err(PageError::Malformed("unknown value kind")),
+        };
+        Ok((key, value))
+    }
+}
+
+fn key_of(bytes: &[u8]) -> &KeyPath {
+    // Entry keys are always 32-byte slices cut by `Cursor::entry`.
+    bytes.try_into().unwrap_or(&[0u8; 32])
 }
 
 impl Page {
-    /// The page's node in the trie: the root of its entries' sub-trie at its prefix's depth.
-    pub fn node(&self, hasher: Hasher) -> Node {
-        subtrie_root(hasher, self.prefix.depth(), &self.leaves(hasher))
-    }
-
-    /// Every entry as (key path, value hash).
-    pub fn leaves(&self, hasher: Hasher) -> Vec<(KeyPath, ValueHash)> {
-        self.entries
-            .iter()
-            .map(|e| (e.key, e.value.hash(hasher)))
-            .collect()
-    }
-
-    /// Append the multi-proof nodes of `keys` (sorted, all under this page's prefix) below the
-    /// page's position.
-    pub fn prove(&self, hasher: Hasher, keys: &[KeyPath], out: &mut Vec<ProofNode>) {
-        prove_subtrie(hasher, self.prefix.depth(), &self.leaves(hasher), keys, out);
-    }
-
-    /// The value of `key`, if present.
-    pub fn get(&self, key: &KeyPath) -> Option<&Value> {
-        self.entries
-            .binary_search_by(|e| e.key.cmp(key))
-            .ok()
-            .and_then(|i| self.entries.get(i))
-            .map(|e| &e.value)
-    }
-
-    /// Whether the entries fit in one page.
-    pub fn fits(entries: &[Entry]) -> bool {
-        body_bytes(entries) <= PAGE_BODY_BYTES
-    }
-
-    /// Encode into one block. The entries must fit ([`Page::fits`]); entries that do not fit
-    /// are a caller bug and are reported as an error rather than written truncated.
-    pub fn encode(&self) -> Result<Block, PageError> {
-        let mut block = Block([0u8; BLOCK_BYTES]);
-        let count = u16::try_from(self.entries.len())
-            .map_err(|_| PageError::Malformed("too many entries"))?;
-        let used = body_bytes(&self.entries);
-        if used > PAGE_BODY_BYTES {
-            return Err(PageError::Malformed("entries do not fit in a page"));
-        }
-        let mut w = Writer {
-            buf: &mut block.0,
-            at: 0,
-        };
-        w.put(&PAGE_MAGIC);
-        w.put(&[PAGE_VERSION, 0]);
-        w.put(&self.prefix.len_u16().to_le_bytes());
-        w.put(self.prefix.bits());
-        w.put(&self.seq.to_le_bytes());
-        w.put(&count.to_le_bytes());
-        // `used` is at most PAGE_BODY_BYTES, which fits in u16.
-        w.put(&(used as u16).to_le_bytes());
-        for e in &self.entries {
-            w.put(&e.key);
-            match &e.value {
-                Value::Inline(v) => {
-                    w.put(&[KIND_INLINE]);
-                    // Inline values are at most MAX_INLINE_VALUE_BYTES long.
-                    w.put(&(v.len() as u16).to_le_bytes());
-                    w.put(v);
-                }
-                Value::External(x) => {
-                    w.put(&[KIND_EXTERNAL]);
-                    w.put(&x.loc.to_le_bytes());
-                    w.put(&x.len.to_le_bytes());
-                    w.put(&x.hash);
-                }
-            }
-        }
-        Ok(block)
-    }
-
-    /// Decode untrusted page bytes, checking every structural rule.
+    /// Decode untrusted page bytes (at most one block; shorter input is zero-padded).
     pub fn decode(bytes: &[u8]) -> Result<Page, PageError> {
-        let mut r = Reader { bytes, at: 0 };
+        let mut block = Block([0u8; BLOCK_BYTES]);
+        let n = bytes.len().min(BLOCK_BYTES);
+        if let (Some(dst), Some(src)) = (block.0.get_mut(..n), bytes.get(..n)) {
+            dst.copy_from_slice(src);
+        }
+        Page::from_block(Arc::new(block))
+    }
+
+    /// Validate a block as a page, checking every structural rule.
+    pub fn from_block(block: Arc<Block>) -> Result<Page, PageError> {
+        let bytes = &block.0[..];
+        let mut r = Cursor { bytes, at: 0 };
         if r.take::<4>()? != PAGE_MAGIC || r.take::<1>()? != [PAGE_VERSION] {
             return Err(PageError::BadHeader);
         }
@@ -206,43 +223,205 @@ impl Page {
             return Err(PageError::Malformed("used bytes beyond the page"));
         }
         let body_end = PAGE_HEADER_BYTES + used;
-        let mut entries: Vec<Entry> = Vec::with_capacity(count.min(PAGE_BODY_BYTES / 35));
+        let mut offsets = Vec::with_capacity(count.min(PAGE_BODY_BYTES / INLINE_OVERHEAD_BYTES));
+        let mut last: Option<&[u8]> = None;
         for _ in 0..count {
-            let key: KeyPath = r.take()?;
-            let value = match r.take::<1>()? {
-                [KIND_INLINE] => {
-                    let len = usize::from(u16::from_le_bytes(r.take()?));
-                    if len > MAX_INLINE_VALUE_BYTES {
-                        return Err(PageError::Malformed("inline value too long"));
-                    }
-                    Value::Inline(r.slice(len)?.to_vec())
-                }
-                [KIND_EXTERNAL] => Value::External(ExternalValue {
-                    loc: u64::from_le_bytes(r.take()?),
-                    len: u64::from_le_bytes(r.take()?),
-                    hash: r.take()?,
-                }),
-                _ => return Err(PageError::Malformed("unknown value kind")),
-            };
+            let start = r.at;
+            let (key, _) = r.entry()?;
             if r.at > body_end {
                 return Err(PageError::Malformed("entries overrun the used bytes"));
             }
-            if !prefix.contains(&key) {
+            if !prefix.contains(key_of(key)) {
                 return Err(PageError::Malformed("entry outside the page's prefix"));
             }
-            if entries.last().is_some_and(|last| last.key >= key) {
+            if last.is_some_and(|l| l >= key) {
                 return Err(PageError::Malformed("entries out of order"));
             }
-            entries.push(Entry { key, value });
+            last = Some(key);
+            offsets.push(start as u16);
         }
         if r.at != body_end {
             return Err(PageError::Malformed("used bytes disagree with the entries"));
         }
         Ok(Page {
+            block,
             prefix,
             seq,
-            entries,
+            offsets,
         })
+    }
+
+    /// The region this page holds.
+    pub fn prefix(&self) -> &Prefix {
+        &self.prefix
+    }
+
+    /// The commit that wrote this page version.
+    pub fn seq(&self) -> u64 {
+        self.seq
+    }
+
+    /// The encoded page.
+    pub fn block(&self) -> &Arc<Block> {
+        &self.block
+    }
+
+    /// The number of entries.
+    pub fn len(&self) -> usize {
+        self.offsets.len()
+    }
+
+    /// Whether the page holds no entry.
+    pub fn is_empty(&self) -> bool {
+        self.offsets.is_empty()
+    }
+
+    fn entry_at(&self, offset: u16) -> EntryRef<'_> {
+        let mut r = Cursor {
+            bytes: &self.block.0,
+            at: usize::from(offset),
+        };
+        // Every offset was validated when the page was decoded or built.
+        match r.entry() {
+            Ok((key, value)) => EntryRef {
+                key: key_of(key),
+                value,
+            },
+            Err(_) => EntryRef {
+                key: &[0u8; 32],
+                value: ValueRef::Inline(&[]),
+            },
+        }
+    }
+
+    /// Entry `i` (in key order).
+    pub fn entry(&self, i: usize) -> Option<EntryRef<'_>> {
+        self.offsets.get(i).map(|o| self.entry_at(*o))
+    }
+
+    /// The entries in key order.
+    pub fn iter(&self) -> impl Iterator<Item = EntryRef<'_>> + '_ {
+        self.offsets.iter().map(|o| self.entry_at(*o))
+    }
+
+    /// The entries as (key, value) pairs, for building new pages from this one.
+    pub fn items(&self) -> Vec<(KeyPath, ValueRef<'_>)> {
+        self.iter().map(|e| (*e.key, e.value)).collect()
+    }
+
+    /// The value of `key`, if present.
+    pub fn get(&self, key: &KeyPath) -> Option<ValueRef<'_>> {
+        self.offsets
+            .binary_search_by(|o| self.entry_at(*o).key.cmp(key))
+            .ok()
+            .and_then(|i| self.entry(i))
+            .map(|e| e.value)
+    }
+
+    /// Every entry as (key path, value hash).
+    pub fn leaves(&self, hasher: Hasher) -> Vec<(KeyPath, ValueHash)> {
+        self.iter()
+            .map(|e| (*e.key, e.value.hash(hasher)))
+            .collect()
+    }
+
+    /// The page's node in the trie: the root of its entries' sub-trie at its prefix's depth.
+    pub fn node(&self, hasher: Hasher) -> Node {
+        subtrie_root(hasher, self.prefix.depth(), &self.leaves(hasher))
+    }
+
+    /// Append the multi-proof nodes of `keys` (sorted, all under this page's prefix) below the
+    /// page's position.
+    pub fn prove(&self, hasher: Hasher, keys: &[KeyPath], out: &mut Vec<ProofNode>) {
+        prove_subtrie(hasher, self.prefix.depth(), &self.leaves(hasher), keys, out);
+    }
+
+    /// Build a page holding `entries` (sorted by key, distinct, all under `prefix`).
+    pub fn build(
+        prefix: Prefix,
+        seq: u64,
+        entries: &[(KeyPath, ValueRef<'_>)],
+    ) -> Result<Page, PageError> {
+        let used = body_bytes(entries);
+        if used > PAGE_BODY_BYTES {
+            return Err(PageError::Overflow);
+        }
+        let count = u16::try_from(entries.len()).map_err(|_| PageError::Overflow)?;
+        let mut block = Block([0u8; BLOCK_BYTES]);
+        let mut w = Writer {
+            buf: &mut block.0,
+            at: 0,
+        };
+        w.put(&PAGE_MAGIC);
+        w.put(&[PAGE_VERSION, 0]);
+        w.put(&prefix.len_u16().to_le_bytes());
+        w.put(prefix.bits());
+        w.put(&seq.to_le_bytes());
+        debug_assert_eq!(w.at, COUNT_AT);
+        w.put(&count.to_le_bytes());
+        debug_assert_eq!(w.at, USED_AT);
+        // `used` is at most PAGE_BODY_BYTES, which fits in u16.
+        w.put(&(used as u16).to_le_bytes());
+        let mut offsets = Vec::with_capacity(entries.len());
+        let mut last: Option<&KeyPath> = None;
+        for (key, value) in entries {
+            if !prefix.contains(key) || last.is_some_and(|l| l >= key) {
+                return Err(PageError::Malformed(
+                    "entries out of order or outside the prefix",
+                ));
+            }
+            last = Some(key);
+            offsets.push(w.at as u16);
+            w.put(key);
+            match value {
+                ValueRef::Inline(v) => {
+                    if v.len() > MAX_INLINE_VALUE_BYTES {
+                        return Err(PageError::Malformed("inline value too long"));
+                    }
+                    w.put(&[KIND_INLINE]);
+                    w.put(&(v.len() as u16).to_le_bytes());
+                    w.put(v);
+                }
+                ValueRef::External(x) => {
+                    w.put(&[KIND_EXTERNAL]);
+                    w.put(&x.loc.to_le_bytes());
+                    w.put(&x.len.to_le_bytes());
+                    w.put(&x.hash);
+                }
+            }
+        }
+        Ok(Page {
+            block: Arc::new(block),
+            prefix,
+            seq,
+            offsets,
+        })
+    }
+
+    /// A copy of this page with every value-log pointer passed through `relocate`, or `None`
+    /// if no pointer changes.
+    pub fn with_relocated_values(
+        &self,
+        mut relocate: impl FnMut(&KeyPath, &ExternalValue) -> Option<u64>,
+    ) -> Result<Option<Page>, PageError> {
+        let mut changed = false;
+        let items: Vec<(KeyPath, ValueRef<'_>)> = self
+            .iter()
+            .map(|e| match e.value {
+                ValueRef::External(mut x) => {
+                    if let Some(l) = relocate(e.key, &x) {
+                        changed |= l != x.loc;
+                        x.loc = l;
+                    }
+                    (*e.key, ValueRef::External(x))
+                }
+                v => (*e.key, v),
+            })
+            .collect();
+        if !changed {
+            return Ok(None);
+        }
+        Page::build(self.prefix, self.seq, &items).map(Some)
     }
 }
 
@@ -262,52 +441,30 @@ impl Writer<'_> {
     }
 }
 
-struct Reader<'a> {
-    bytes: &'a [u8],
-    at: usize,
-}
-
-impl<'a> Reader<'a> {
-    fn slice(&mut self, n: usize) -> Result<&'a [u8], PageError> {
-        let end = self
-            .at
-            .checked_add(n)
-            .ok_or(PageError::Malformed("overflow"))?;
-        let s = self
-            .bytes
-            .get(self.at..end)
-            .ok_or(PageError::Malformed("truncated"))?;
-        self.at = end;
-        Ok(s)
-    }
-
-    fn take<const N: usize>(&mut self) -> Result<[u8; N], PageError> {
-        let mut out = [0u8; N];
-        out.copy_from_slice(self.slice(N)?);
-        Ok(out)
-    }
-}
-
-/// A region of the key space after a change: either one page or, when the entries do not fit,
+/// A region of the key space after a change: one page's entries or, when they do not fit,
 /// two halves split by the next bit.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Layout {
+pub enum Layout<'a> {
     /// One page holding these entries (possibly none).
-    Page(Prefix, Vec<Entry>),
+    Page(Prefix, Vec<(KeyPath, ValueRef<'a>)>),
     /// Two sub-regions.
-    Split(Box<Layout>, Box<Layout>),
+    Split(Box<Layout<'a>>, Box<Layout<'a>>),
 }
 
-impl Layout {
+impl<'a> Layout<'a> {
     /// Lay out `entries` (sorted, distinct, all under `prefix`) into pages, splitting by the
     /// next bit while a region does not fit into `fill_bytes` (at most a page body).
-    pub fn build(prefix: Prefix, entries: Vec<Entry>, fill_bytes: usize) -> Layout {
+    pub fn build(
+        prefix: Prefix,
+        entries: Vec<(KeyPath, ValueRef<'a>)>,
+        fill_bytes: usize,
+    ) -> Layout<'a> {
         let limit = fill_bytes.min(PAGE_BODY_BYTES);
         if body_bytes(&entries) <= limit || entries.len() <= 1 || prefix.is_full() {
             return Layout::Page(prefix, entries);
         }
         let depth = prefix.depth();
-        let split = entries.partition_point(|e| !sprig_core::trie::bit_at(&e.key, depth));
+        let split = entries.partition_point(|(k, _)| !bit_at(k, depth));
         let mut left = entries;
         let right = left.split_off(split);
         Layout::Split(
@@ -316,20 +473,11 @@ impl Layout {
         )
     }
 
-    /// Visit every page of the layout in key order.
-    pub fn pages(&self) -> Vec<(&Prefix, &[Entry])> {
-        let mut out = Vec::new();
-        self.collect(&mut out);
-        out
-    }
-
-    fn collect<'a>(&'a self, out: &mut Vec<(&'a Prefix, &'a [Entry])>) {
+    /// The number of pages in the layout.
+    pub fn page_count(&self) -> usize {
         match self {
-            Layout::Page(p, e) => out.push((p, e)),
-            Layout::Split(l, r) => {
-                l.collect(out);
-                r.collect(out);
-            }
+            Layout::Page(..) => 1,
+            Layout::Split(l, r) => l.page_count() + r.page_count(),
         }
     }
 }
@@ -342,69 +490,65 @@ mod tests {
         Hasher::Blake3.hash_value(&i.to_le_bytes())
     }
 
-    fn sorted_entries(n: u32, value_len: usize) -> Vec<Entry> {
-        let mut e: Vec<Entry> = (0..n)
-            .map(|i| Entry {
-                key: key(i),
-                value: Value::Inline(vec![i as u8; value_len]),
-            })
-            .collect();
-        e.sort_by_key(|x| x.key);
+    fn sorted_values(n: u32, value_len: usize) -> Vec<(KeyPath, Vec<u8>)> {
+        let mut e: Vec<(KeyPath, Vec<u8>)> =
+            (0..n).map(|i| (key(i), vec![i as u8; value_len])).collect();
+        e.sort_by_key(|x| x.0);
         e
     }
 
+    fn refs(values: &[(KeyPath, Vec<u8>)]) -> Vec<(KeyPath, ValueRef<'_>)> {
+        values
+            .iter()
+            .map(|(k, v)| (*k, ValueRef::Inline(v)))
+            .collect()
+    }
+
     #[test]
-    fn encode_decode_round_trip() {
-        let mut entries = sorted_entries(60, 8);
-        entries[3].value = Value::External(ExternalValue {
+    fn build_decode_round_trip() {
+        let values = sorted_values(60, 8);
+        let mut items = refs(&values);
+        items[3].1 = ValueRef::External(ExternalValue {
             loc: 77,
             len: 1 << 20,
             hash: [9; 32],
         });
-        entries[5].value = Value::Inline(vec![]);
-        let page = Page {
-            prefix: Prefix::root(),
-            seq: 42,
-            entries,
-        };
-        let block = page.encode().unwrap();
-        assert_eq!(Page::decode(&block.0).unwrap(), page);
+        items[5].1 = ValueRef::Inline(&[]);
+        let page = Page::build(Prefix::root(), 42, &items).unwrap();
+        let back = Page::decode(&page.block().0).unwrap();
+        assert_eq!(back, page);
+        assert_eq!(back.items(), items);
+        assert_eq!(back.seq(), 42);
+        assert_eq!(back.get(&items[3].0), Some(items[3].1));
+        assert_eq!(back.get(&[0xff; 32]), None);
     }
 
     #[test]
     fn node_equals_the_model_root_for_the_same_entries() {
         let h = Hasher::Sha256;
-        let entries = sorted_entries(80, 8);
-        let page = Page {
-            prefix: Prefix::root(),
-            seq: 1,
-            entries: entries.clone(),
-        };
+        let values = sorted_values(80, 8);
+        let page = Page::build(Prefix::root(), 1, &refs(&values)).unwrap();
         let mut model = sprig_core::ReferenceModel::new(h);
-        for e in &entries {
-            if let Value::Inline(v) = &e.value {
-                model.insert(e.key, v.clone());
-            }
+        for (k, v) in &values {
+            model.insert(*k, v.clone());
         }
         assert_eq!(page.node(h), model.root());
     }
 
     #[test]
     fn corrupt_pages_are_rejected_without_panic() {
-        let page = Page {
-            prefix: Prefix::root(),
-            seq: 1,
-            entries: sorted_entries(40, 20),
-        };
-        let block = page.encode().unwrap();
-        for byte in 0..(PAGE_HEADER_BYTES + body_bytes(&page.entries) + 8) {
+        let values = sorted_values(40, 20);
+        let page = Page::build(Prefix::root(), 1, &refs(&values)).unwrap();
+        let used = PAGE_HEADER_BYTES + body_bytes(&refs(&values));
+        for byte in 0..used + 8 {
             for bit in 0..8 {
-                let mut b = block;
+                let mut b = **page.block();
                 b.0[byte] ^= 1 << bit;
-                // Either rejected, or decodes to something else that is still a valid page
-                // (e.g. a flipped value byte): never a panic. The directory's checksum catches
-                // the rest.
-                let _ = Page::decode(&b.0);
+                // Either rejected, or still a valid page (e.g. a flipped value byte): never a
+                // panic. The directory's checksum catches the rest.
+                if let Ok(p) = Page::decode(&b.0) {
+                    let _ = p.iter().count();
+                }
             }
         }
         assert!(Page::decode(&[0u8; 10]).is_err());
@@ -412,17 +556,37 @@ mod tests {
     }
 
     #[test]
+    fn building_refuses_overflow_and_disorder() {
+        let values = sorted_values(200, 60);
+        assert_eq!(
+            Page::build(Prefix::root(), 1, &refs(&values)),
+            Err(PageError::Overflow)
+        );
+        let mut few = refs(&values[..3]);
+        few.swap(0, 1);
+        assert!(Page::build(Prefix::root(), 1, &few).is_err());
+    }
+
+    #[test]
     fn layout_splits_until_every_page_fits() {
-        let entries = sorted_entries(400, 60);
-        let layout = Layout::build(Prefix::root(), entries.clone(), PAGE_BODY_BYTES);
-        let pages = layout.pages();
-        assert!(pages.len() > 1);
-        let mut all = Vec::new();
-        for (p, e) in &pages {
-            assert!(Page::fits(e));
-            assert!(e.iter().all(|x| p.contains(&x.key)));
-            all.extend_from_slice(e);
+        let values = sorted_values(400, 60);
+        let layout = Layout::build(Prefix::root(), refs(&values), PAGE_BODY_BYTES);
+        assert!(layout.page_count() > 1);
+        fn collect<'a>(l: &Layout<'a>, out: &mut Vec<(KeyPath, ValueRef<'a>)>) {
+            match l {
+                Layout::Page(p, e) => {
+                    assert!(fits(e));
+                    assert!(e.iter().all(|(k, _)| p.contains(k)));
+                    out.extend_from_slice(e);
+                }
+                Layout::Split(a, b) => {
+                    collect(a, out);
+                    collect(b, out);
+                }
+            }
         }
-        assert_eq!(all, entries);
+        let mut all = Vec::new();
+        collect(&layout, &mut all);
+        assert_eq!(all, refs(&values));
     }
 }

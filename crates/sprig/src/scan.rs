@@ -3,7 +3,7 @@
 
 use crate::db::ReadView;
 use crate::error::Result;
-use crate::page::Value;
+use crate::page::Page;
 use crate::stats::ReadKind;
 use sprig_core::trie::KeyPath;
 use std::collections::VecDeque;
@@ -17,7 +17,7 @@ pub struct Entries<'v> {
     view: &'v ReadView,
     next: Option<KeyPath>,
     end: Option<KeyPath>,
-    buffer: VecDeque<(KeyPath, Value)>,
+    buffer: VecDeque<(std::sync::Arc<Page>, usize)>,
 }
 
 impl ReadView {
@@ -57,9 +57,9 @@ impl Entries<'_> {
             self.next = last.next_key();
             let loaded = self.view.inner.load_pages(&pages, ReadKind::Lookup)?;
             for page in loaded {
-                for e in &page.entries {
-                    if e.key >= start && self.end.is_none_or(|end| e.key < end) {
-                        self.buffer.push_back((e.key, e.value.clone()));
+                for (i, e) in page.iter().enumerate() {
+                    if *e.key >= start && self.end.is_none_or(|end| *e.key < end) {
+                        self.buffer.push_back((page.clone(), i));
                     }
                 }
             }
@@ -77,12 +77,13 @@ impl Iterator for Entries<'_> {
             self.buffer.clear();
             return Some(Err(e));
         }
-        let (key, value) = self.buffer.pop_front()?;
+        let (page, i) = self.buffer.pop_front()?;
+        let entry = page.entry(i)?;
         Some(
             self.view
                 .inner
-                .value_bytes(&key, &value)
-                .map(|bytes| (key, bytes)),
+                .value_bytes(entry.key, entry.value)
+                .map(|bytes| (*entry.key, bytes)),
         )
     }
 }

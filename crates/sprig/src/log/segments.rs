@@ -255,13 +255,14 @@ pub fn decode_page_at(bytes: &[u8], l: u64, prefix: &Prefix) -> Result<Page> {
             e.to_string(),
         )
     })?;
-    if page.prefix != *prefix {
+    if page.prefix() != prefix {
         return Err(Error::corruption(
             segment_file_name(loc_segment(l)),
             loc_offset(l),
             format!(
                 "page holds region {} but {} was expected",
-                page.prefix, prefix
+                page.prefix(),
+                prefix
             ),
         ));
     }

@@ -1,0 +1,203 @@
+//! The write batch: reads (with read-your-writes) and changes on one version, and `finish`,
+//! which turns them into a [`Pending`] commit with its new root and witness.
+
+use super::rewrite::{merge_sparse, rewrite_regions, RegionWork};
+use super::{Change, Pending, Region};
+use crate::db::{Inner, Pin, Version, MAX_VALUE_BYTES};
+use crate::directory::{DirNode, PageRef};
+use crate::error::{Error, Result};
+use crate::page::{Page, MAX_INLINE_VALUE_BYTES};
+use crate::prefix::Prefix;
+use crate::stats::ReadKind;
+use sprig_core::trie::KeyPath;
+use sprig_core::{MultiProof, Witness};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::sync::Arc;
+
+/// A set of reads and changes on one version, not yet applied.
+pub struct WriteBatch {
+    inner: Arc<Inner>,
+    base: Arc<Version>,
+    pin: Pin,
+    changes: BTreeMap<KeyPath, Option<Vec<u8>>>,
+    reads: BTreeSet<KeyPath>,
+    pages: HashMap<Prefix, Arc<Page>>,
+}
+
+impl WriteBatch {
+    pub(super) fn new(inner: Arc<Inner>) -> WriteBatch {
+        let base = inner.head();
+        WriteBatch {
+            pin: Pin::new(&inner, base.seq),
+            inner,
+            base,
+            changes: BTreeMap::new(),
+            reads: BTreeSet::new(),
+            pages: HashMap::new(),
+        }
+    }
+
+    /// The version this batch reads from and builds on.
+    pub fn base_seq(&self) -> u64 {
+        self.base.seq
+    }
+
+    /// The number of distinct keys changed so far.
+    pub fn len(&self) -> usize {
+        self.changes.len()
+    }
+
+    /// Whether nothing has been changed.
+    pub fn is_empty(&self) -> bool {
+        self.changes.is_empty()
+    }
+
+    /// The value of `key` as this batch sees it (its own changes first). The key is part of
+    /// the batch's witness.
+    pub fn get(&mut self, key: &KeyPath) -> Result<Option<Vec<u8>>> {
+        self.reads.insert(*key);
+        if let Some(change) = self.changes.get(key) {
+            return Ok(change.clone());
+        }
+        self.prefetch(&[*key])?;
+        let (prefix, _) = self.base.dir.locate(key);
+        match self.pages.get(&prefix).and_then(|p| p.get(key)) {
+            Some(v) => self.inner.value_bytes(key, v).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// Set `key` to `value`.
+    pub fn put(&mut self, key: KeyPath, value: impl Into<Vec<u8>>) -> Result<()> {
+        let value = value.into();
+        if value.len() > MAX_VALUE_BYTES {
+            return Err(Error::InvalidArgument(format!(
+                "value of {} bytes is larger than the limit of {MAX_VALUE_BYTES} bytes",
+                value.len()
+            )));
+        }
+        self.changes.insert(key, Some(value));
+        Ok(())
+    }
+
+    /// Remove `key` (a no-op if absent).
+    pub fn delete(&mut self, key: KeyPath) {
+        self.changes.insert(key, None);
+    }
+
+    /// Read the pages of `keys` now, all in flight at once, so later gets and `finish` find
+    /// them in memory.
+    pub fn prefetch(&mut self, keys: &[KeyPath]) -> Result<()> {
+        let mut wanted: Vec<(Prefix, PageRef)> = Vec::new();
+        let mut queued = HashSet::new();
+        for key in keys {
+            let (prefix, node) = self.base.dir.locate(key);
+            if let DirNode::Page(r) = node.as_ref() {
+                if !self.pages.contains_key(&prefix) && queued.insert(prefix) {
+                    wanted.push((prefix, r.clone()));
+                }
+            }
+        }
+        let loaded = self.inner.load_pages(&wanted, ReadKind::Batch)?;
+        for ((prefix, _), page) in wanted.into_iter().zip(loaded) {
+            self.pages.insert(prefix, page);
+        }
+        Ok(())
+    }
+
+    /// Apply the batch in memory: the new root, and the witness of every key read or written.
+    pub fn finish(mut self) -> Result<Pending> {
+        let hasher = self.inner.hasher;
+        let touched: Vec<KeyPath> = {
+            let mut k: Vec<KeyPath> = self.changes.keys().copied().collect();
+            k.extend(self.reads.iter().copied());
+            k.sort_unstable();
+            k.dedup();
+            k
+        };
+        self.prefetch(&touched)?;
+        let base_dir = self.base.dir.clone();
+        let changes: Vec<Change> = std::mem::take(&mut self.changes).into_iter().collect();
+
+        // Cut the (sorted) keys and changes into runs, one per region they fall in.
+        let mut works: Vec<RegionWork> = Vec::new();
+        let mut c = 0usize;
+        let mut k = 0usize;
+        while k < touched.len() {
+            let (prefix, _) = base_dir.locate(&touched[k]);
+            let k_end = k + touched[k..].partition_point(|key| prefix.contains(key));
+            let c_end = c + changes[c..].partition_point(|(key, _)| prefix.contains(key));
+            works.push(RegionWork {
+                prefix,
+                page: self.pages.get(&prefix).cloned(),
+                keys: k..k_end,
+                changes: c..c_end,
+            });
+            k = k_end;
+            c = c_end;
+        }
+        let new_seq = self.base.seq + 1;
+        let rewritten = rewrite_regions(hasher, new_seq, &works, &touched, &changes)?;
+
+        let by_prefix: HashMap<Prefix, usize> = works
+            .iter()
+            .enumerate()
+            .map(|(i, w)| (w.prefix, i))
+            .collect();
+        let mut proof = Vec::new();
+        base_dir
+            .prove(
+                &touched,
+                &mut |prefix, _, _, out| {
+                    if let Some(r) = by_prefix.get(prefix).and_then(|i| rewritten.get(*i)) {
+                        out.extend_from_slice(&r.proof);
+                        Ok(())
+                    } else {
+                        Err(crate::directory::DirectoryError::PageMissing(*prefix))
+                    }
+                },
+                &mut proof,
+            )
+            .map_err(|e| Error::corruption("<directory>", 0, e.to_string()))?;
+        let witness = Witness {
+            keys: touched,
+            proof: MultiProof { nodes: proof },
+        };
+
+        let mut regions: Vec<Region> = Vec::new();
+        let mut freed_values = Vec::new();
+        let mut splits = 0u64;
+        for (work, r) in works.iter().zip(rewritten) {
+            freed_values.extend(r.freed);
+            splits += r.splits;
+            if let Some(subtree) = r.subtree {
+                regions.push((work.prefix, subtree));
+            }
+        }
+        let new_values: BTreeMap<KeyPath, Vec<u8>> = changes
+            .into_iter()
+            .filter_map(|(key, v)| {
+                v.filter(|v| v.len() > MAX_INLINE_VALUE_BYTES)
+                    .map(|v| (key, v))
+            })
+            .collect();
+        let (dir, regions, merges) = merge_sparse(&self.inner, &base_dir, regions, new_seq)?;
+        let mut new_pages = 0u64;
+        for (_, subtree) in &regions {
+            crate::log::record::for_each_page_ref(subtree, &mut |_| new_pages += 1);
+        }
+        Ok(Pending {
+            inner: self.inner,
+            base: self.base,
+            _pin: self.pin,
+            dir,
+            regions,
+            new_values,
+            freed_values,
+            witness,
+            splits,
+            merges,
+            new_pages,
+        })
+    }
+}

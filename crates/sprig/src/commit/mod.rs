@@ -1,0 +1,129 @@
+//! The commit pipeline. A write batch collects reads and changes on the latest version;
+//! `finish` loads every page the batch touches in one round of parallel reads, then, region by
+//! region and on every core, proves the pre-state of the touched keys (the witness) and
+//! applies the changes in the same pass (splitting full pages), merges sparse regions and
+//! computes the new root, all in memory; `commit` writes the new pages and values
+//! sequentially, syncs, appends the commit record, syncs, and only then publishes the new
+//! version.
+//!
+//! - `batch`: the write batch and `finish`;
+//! - `rewrite`: the per-region work (prove, apply, lay out pages) and merges;
+//! - `write`: the durable part (allocation, writes, syncs, the record, checkpoints).
+
+mod batch;
+mod rewrite;
+mod write;
+
+pub use batch::WriteBatch;
+
+use crate::cleaner::CleanMode;
+use crate::db::{Db, Inner, Pin, Version};
+use crate::directory::{DirNode, Directory};
+use crate::error::{Error, Result};
+use crate::prefix::Prefix;
+use sprig_core::trie::{KeyPath, Node};
+use sprig_core::Witness;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// The location of a value not yet written (resolved at commit).
+pub(crate) const UNWRITTEN: u64 = u64::MAX;
+
+/// A change to one key: a new value, or `None` to delete.
+pub(crate) type Change = (KeyPath, Option<Vec<u8>>);
+/// A replaced region of the directory and its new subtree.
+pub(crate) type Region = (Prefix, Arc<DirNode>);
+
+/// The result of a finished batch: the new root and witness, ready to commit.
+pub struct Pending {
+    pub(crate) inner: Arc<Inner>,
+    pub(crate) base: Arc<Version>,
+    pub(crate) _pin: Pin,
+    pub(crate) dir: Directory,
+    pub(crate) regions: Vec<Region>,
+    pub(crate) new_values: BTreeMap<KeyPath, Vec<u8>>,
+    pub(crate) freed_values: Vec<u64>,
+    pub(crate) witness: Witness,
+    pub(crate) splits: u64,
+    pub(crate) merges: u64,
+    /// Pages the commit will write.
+    pub(crate) new_pages: u64,
+}
+
+/// What a commit did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CommitInfo {
+    /// The new version's sequence number.
+    pub seq: u64,
+    /// The new state root.
+    pub root: Node,
+    /// Pages written.
+    pub pages_written: u64,
+    /// Bytes written to segments and the commit log.
+    pub bytes_written: u64,
+    /// Pages the cleaner copied forward with this commit.
+    pub pages_relocated: u64,
+    /// Values the cleaner copied forward with this commit.
+    pub values_relocated: u64,
+}
+
+impl Db {
+    /// Start a batch of reads and changes on the latest version.
+    pub fn begin(&self) -> WriteBatch {
+        WriteBatch::new(self.inner.clone())
+    }
+
+    /// Make a finished batch durable and the latest version. Fails with [`Error::Stale`] if
+    /// another commit happened since the batch began.
+    pub fn commit(&self, pending: Pending) -> Result<CommitInfo> {
+        if !Arc::ptr_eq(&pending.inner, &self.inner) {
+            return Err(Error::InvalidArgument(
+                "the batch belongs to another database".into(),
+            ));
+        }
+        self.inner.commit(pending, CleanMode::Auto)
+    }
+
+    /// Run the cleaner now: copy the live data of sealed segments that are at most half live
+    /// forward (a bounded amount per call), so their files can be deleted. Returns what it did,
+    /// or `None` if no segment needed cleaning.
+    pub fn clean(&self) -> Result<Option<CommitInfo>> {
+        if !self.inner.has_cleaning_work() {
+            return Ok(None);
+        }
+        let pending = self.begin().finish()?;
+        self.inner.commit(pending, CleanMode::Explicit).map(Some)
+    }
+}
+
+impl Pending {
+    /// The state root after this batch.
+    pub fn root(&self) -> Node {
+        self.dir.root_node()
+    }
+
+    /// The state root before this batch.
+    pub fn base_root(&self) -> Node {
+        self.base.dir.root_node()
+    }
+
+    /// The version this batch was built on.
+    pub fn base_seq(&self) -> u64 {
+        self.base.seq
+    }
+
+    /// The number of entries after this batch.
+    pub fn len(&self) -> u64 {
+        self.dir.len()
+    }
+
+    /// Whether the state is empty after this batch.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The witness of every key the batch read or wrote, against the base root.
+    pub fn witness(&self) -> &Witness {
+        &self.witness
+    }
+}

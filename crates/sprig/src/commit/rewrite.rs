@@ -1,0 +1,264 @@
+//! The per-region work of a commit, run on every core: prove the touched keys of a region and
+//! compute its new node in one pass, then build the region's new page (or pages, when it
+//! overflows and splits); and the merge of sparse regions afterwards.
+
+use super::{Change, Region, UNWRITTEN};
+use crate::db::Inner;
+use crate::directory::{DirNode, Directory, PageLoc, PageRef};
+use crate::error::{Error, Result};
+use crate::page::{
+    fits, ExternalValue, Layout, Page, ValueRef, MAX_INLINE_VALUE_BYTES, PAGE_BODY_BYTES,
+};
+use crate::prefix::Prefix;
+use crate::stats::ReadKind;
+use sprig_core::proof::{prove_and_update, ProofNode};
+use sprig_core::trie::{KeyPath, Node, ValueHash};
+use sprig_core::Hasher;
+use std::ops::Range;
+use std::sync::Arc;
+
+/// Branches holding at most this many entries are merged into one page when it fits.
+const MERGE_MAX_ENTRIES: u64 = 16;
+/// Below this many regions a commit's rewrite runs on one thread.
+const PARALLEL_MIN_REGIONS: usize = 64;
+
+/// One region a batch touches: its position, its page (if it has one), and the runs of the
+/// batch's sorted keys and changes that fall in it.
+pub(super) struct RegionWork {
+    pub prefix: Prefix,
+    pub page: Option<Arc<Page>>,
+    pub keys: Range<usize>,
+    pub changes: Range<usize>,
+}
+
+/// What became of a region.
+pub(super) struct Rewritten {
+    /// The multi-proof nodes of the region's keys, below its position (pre-state).
+    pub proof: Vec<ProofNode>,
+    /// The region's new subtree, if it changed.
+    pub subtree: Option<Arc<DirNode>>,
+    /// Extra pages created by overflow.
+    pub splits: u64,
+    /// Value-log records no longer referenced.
+    pub freed: Vec<u64>,
+}
+
+/// Rewrite every region, spreading them over the available cores.
+pub(super) fn rewrite_regions(
+    hasher: Hasher,
+    seq: u64,
+    works: &[RegionWork],
+    keys: &[KeyPath],
+    changes: &[Change],
+) -> Result<Vec<Rewritten>> {
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if works.len() < PARALLEL_MIN_REGIONS || threads < 2 {
+        return works
+            .iter()
+            .map(|w| rewrite_region(hasher, seq, w, keys, changes))
+            .collect();
+    }
+    let chunk = works.len().div_ceil(threads);
+    std::thread::scope(|s| {
+        let handles: Vec<_> = works
+            .chunks(chunk)
+            .map(|part| {
+                s.spawn(move || {
+                    part.iter()
+                        .map(|w| rewrite_region(hasher, seq, w, keys, changes))
+                        .collect::<Result<Vec<_>>>()
+                })
+            })
+            .collect();
+        let mut out = Vec::with_capacity(works.len());
+        for h in handles {
+            let part = h
+                .join()
+                .map_err(|_| Error::InvalidArgument("a commit worker panicked".into()))??;
+            out.extend(part);
+        }
+        Ok(out)
+    })
+}
+
+fn rewrite_region(
+    hasher: Hasher,
+    seq: u64,
+    work: &RegionWork,
+    keys: &[KeyPath],
+    changes: &[Change],
+) -> Result<Rewritten> {
+    let keys = keys.get(work.keys.clone()).unwrap_or_default();
+    let changes = changes.get(work.changes.clone()).unwrap_or_default();
+    let old_leaves = work
+        .page
+        .as_ref()
+        .map(|p| p.leaves(hasher))
+        .unwrap_or_default();
+    let change_hashes: Vec<(KeyPath, Option<ValueHash>)> = changes
+        .iter()
+        .map(|(k, v)| (*k, v.as_ref().map(|v| hasher.hash_value(v))))
+        .collect();
+    let mut proof = Vec::new();
+    let node = prove_and_update(
+        hasher,
+        work.prefix.depth(),
+        &old_leaves,
+        keys,
+        &change_hashes,
+        &mut proof,
+    );
+    if changes.is_empty() {
+        return Ok(Rewritten {
+            proof,
+            subtree: None,
+            splits: 0,
+            freed: Vec::new(),
+        });
+    }
+
+    // The region's new entries: old ones merged with the changes.
+    let old_items = work.page.as_ref().map(|p| p.items()).unwrap_or_default();
+    let mut items: Vec<(KeyPath, ValueRef<'_>)> =
+        Vec::with_capacity(old_items.len() + changes.len());
+    let mut freed = Vec::new();
+    let mut old = old_items.into_iter().peekable();
+    for ((key, change), (_, hash)) in changes.iter().zip(&change_hashes) {
+        while let Some(e) = old.next_if(|e| e.0 < *key) {
+            items.push(e);
+        }
+        if let Some((_, v)) = old.next_if(|e| e.0 == *key) {
+            if let Some(x) = v.external() {
+                freed.push(x.loc);
+            }
+        }
+        if let (Some(value), Some(hash)) = (change, hash) {
+            let v = if value.len() > MAX_INLINE_VALUE_BYTES {
+                ValueRef::External(ExternalValue {
+                    loc: UNWRITTEN,
+                    len: value.len() as u64,
+                    hash: *hash,
+                })
+            } else {
+                ValueRef::Inline(value)
+            };
+            items.push((*key, v));
+        }
+    }
+    items.extend(old);
+
+    let (subtree, splits) = if items.is_empty() {
+        (Arc::new(DirNode::Empty), 0)
+    } else if fits(&items) {
+        let page = Page::build(work.prefix, seq, &items)
+            .map_err(|e| Error::InvalidArgument(format!("building a page: {e}")))?;
+        (page_node(page, node), 0)
+    } else {
+        let layout = Layout::build(work.prefix, items, PAGE_BODY_BYTES);
+        let splits = layout.page_count() as u64 - 1;
+        let subtree = subtree_of(hasher, layout, seq)?;
+        if subtree.node() != node {
+            return Err(Error::InvalidArgument(format!(
+                "split region {} hashes differently from its entries",
+                work.prefix
+            )));
+        }
+        (subtree, splits)
+    };
+    Ok(Rewritten {
+        proof,
+        subtree: Some(subtree),
+        splits,
+        freed,
+    })
+}
+
+/// A directory node for an in-memory page whose trie node is known.
+fn page_node(page: Page, node: Node) -> Arc<DirNode> {
+    Arc::new(DirNode::Page(PageRef {
+        node,
+        count: page.len() as u32,
+        checksum: 0,
+        loc: PageLoc::Memory(Arc::new(page)),
+    }))
+}
+
+/// The directory subtree of a layout, with every page built in memory.
+fn subtree_of(hasher: Hasher, layout: Layout<'_>, seq: u64) -> Result<Arc<DirNode>> {
+    match layout {
+        Layout::Page(_, entries) if entries.is_empty() => Ok(Arc::new(DirNode::Empty)),
+        Layout::Page(prefix, entries) => {
+            let page = Page::build(prefix, seq, &entries)
+                .map_err(|e| Error::InvalidArgument(format!("building a page: {e}")))?;
+            let node = page.node(hasher);
+            Ok(page_node(page, node))
+        }
+        Layout::Split(l, r) => Ok(Arc::new(DirNode::branch(
+            hasher,
+            subtree_of(hasher, *l, seq)?,
+            subtree_of(hasher, *r, seq)?,
+        ))),
+    }
+}
+
+/// Collect every page of a subtree (position and reference), in key order.
+fn pages_under(node: &DirNode, pos: Prefix, out: &mut Vec<(Prefix, PageRef)>) {
+    match node {
+        DirNode::Empty => {}
+        DirNode::Page(r) => out.push((pos, r.clone())),
+        DirNode::Branch(b) => {
+            pages_under(&b.children()[0], pos.child(false), out);
+            pages_under(&b.children()[1], pos.child(true), out);
+        }
+    }
+}
+
+/// Replace sparse branches on the changed paths by single pages, so that every branch keeps
+/// at least two entries (its node stays an internal node) and pages stay reasonably full.
+/// Returns the final directory, the final regions relative to `base`, and the merge count.
+pub(super) fn merge_sparse(
+    inner: &Inner,
+    base: &Directory,
+    regions: Vec<Region>,
+    seq: u64,
+) -> Result<(Directory, Vec<Region>, u64)> {
+    let dir = base
+        .replace(regions.clone())
+        .map_err(|e| Error::corruption("<directory>", 0, e.to_string()))?;
+    let mut merged: Vec<Region> = Vec::new();
+    for (prefix, _) in &regions {
+        if merged.iter().any(|(q, _)| q.covers(prefix)) {
+            continue;
+        }
+        // Ancestors from the root down: the shallowest sparse one that fits wins.
+        for depth in 0..=prefix.depth() {
+            let q = Prefix::of_key(prefix.bits(), depth);
+            let Some(node) = dir.node_at(&q) else { break };
+            if !matches!(node.as_ref(), DirNode::Branch(_)) || node.count() > MERGE_MAX_ENTRIES {
+                continue;
+            }
+            let mut refs = Vec::new();
+            pages_under(node, q, &mut refs);
+            let pages = inner.load_pages(&refs, ReadKind::Maintenance)?;
+            let items: Vec<(KeyPath, ValueRef<'_>)> =
+                pages.iter().flat_map(|p| p.items()).collect();
+            if fits(&items) {
+                merged.push((q, subtree_of(inner.hasher, Layout::Page(q, items), seq)?));
+                break;
+            }
+        }
+    }
+    if merged.is_empty() {
+        return Ok((dir, regions, 0));
+    }
+    let merges = merged.len() as u64;
+    let mut final_regions: Vec<Region> = regions
+        .into_iter()
+        .filter(|(p, _)| !merged.iter().any(|(q, _)| q.covers(p)))
+        .collect();
+    final_regions.extend(merged);
+    let dir = base
+        .replace(final_regions.clone())
+        .map_err(|e| Error::corruption("<directory>", 0, e.to_string()))?;
+    Ok((dir, final_regions, merges))
+}

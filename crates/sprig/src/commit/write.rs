@@ -1,0 +1,412 @@
+//! The durable part of a commit: allocate blocks for the new values and pages, write them in
+//! sequential runs, sync, append the commit record to the log, sync, publish the new version;
+//! then housekeeping (checkpoints, deleting segments no version needs).
+
+use super::{CommitInfo, Pending, UNWRITTEN};
+use crate::cleaner::CleanMode;
+use crate::db::{Inner, Version};
+use crate::directory::{DirNode, PageLoc, PageRef};
+use crate::error::{Error, Result};
+use crate::io::BlockBuf;
+use crate::log::checkpoint::{checkpoint_file_name, Checkpoint};
+use crate::log::record::{apply_record, CommitRecord};
+use crate::log::segments::{
+    encode_value_record, loc_block, loc_offset, loc_segment, segment_file_name, value_record_blocks,
+};
+use crate::log::wal::{wal_file_name, Wal};
+use crate::options::SyncPolicy;
+use crate::page::Page;
+use sprig_core::trie::KeyPath;
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+
+/// Where the value records written by a commit went.
+#[derive(Default)]
+struct ValueLocs {
+    /// New values, by key.
+    new: HashMap<KeyPath, u64>,
+    /// Relocated values: old location → new location.
+    moved: HashMap<u64, u64>,
+}
+
+/// The blocks of a value record.
+fn value_blocks(value: &[u8]) -> Result<u32> {
+    u32::try_from(value_record_blocks(value.len() as u64))
+        .map_err(|_| Error::InvalidArgument("value too large".into()))
+}
+
+/// Blocks to write at a location.
+struct Write {
+    loc: u64,
+    blocks: BlockBuf,
+}
+
+impl Inner {
+    /// Commit `pending`, with cleaning in `mode`.
+    pub(crate) fn commit(&self, pending: Pending, mode: CleanMode) -> Result<CommitInfo> {
+        let mut w = self.writer.lock();
+        if let Some(reason) = &w.poisoned {
+            return Err(Error::Poisoned(reason.clone()));
+        }
+        let head = self.head();
+        if head.seq != pending.base.seq {
+            return Err(Error::Stale {
+                base: pending.base.seq,
+                head: head.seq,
+            });
+        }
+        let freed: BTreeSet<u64> = pending.freed_values.iter().copied().collect();
+        let relocation = if self.options.auto_clean || mode == CleanMode::Explicit {
+            let incoming = pending.new_pages
+                + pending
+                    .new_values
+                    .values()
+                    .map(|v| value_record_blocks(v.len() as u64))
+                    .sum::<u64>();
+            self.plan_relocation(
+                &w.table,
+                &head.dir,
+                &pending.regions,
+                &freed,
+                incoming,
+                mode,
+            )?
+        } else {
+            crate::cleaner::Relocation::default()
+        };
+        let seq = head.seq + 1;
+        // Segments whose files this commit creates: those with nothing written yet, and those
+        // its allocations open.
+        let existing: BTreeSet<u32> = w
+            .table
+            .segments
+            .iter()
+            .filter(|(_, m)| m.used_blocks > 0)
+            .map(|(id, _)| *id)
+            .collect();
+        let mut writes: Vec<Write> = Vec::new();
+        let mut written_pages: Vec<(u64, Arc<Page>)> = Vec::new();
+
+        // Value records first: pages point at them.
+        let mut locs = ValueLocs::default();
+        let mut values_written = Vec::new();
+        for (key, value) in &pending.new_values {
+            let l = self.queue_value(&mut w.table, &mut writes, key, value)?;
+            locs.new.insert(*key, l);
+            values_written.push((l, value_blocks(value)?, *key));
+        }
+        let mut values_freed: Vec<u64> = pending.freed_values.clone();
+        for (old, (key, value)) in &relocation.values {
+            let l = self.queue_value(&mut w.table, &mut writes, key, value)?;
+            locs.moved.insert(*old, l);
+            values_written.push((l, value_blocks(value)?, *key));
+            values_freed.push(*old);
+        }
+
+        // Then every page of the changed and relocated regions, in key order.
+        let mut regions = Vec::with_capacity(pending.regions.len() + relocation.regions.len());
+        for (prefix, subtree) in pending.regions.iter().chain(relocation.regions.iter()) {
+            let node = self.write_subtree(
+                subtree,
+                &locs,
+                &mut w.table,
+                &mut writes,
+                &mut written_pages,
+            )?;
+            regions.push((*prefix, node));
+        }
+
+        let record = CommitRecord {
+            seq,
+            root: pending.dir.root_node(),
+            entries: pending.dir.len(),
+            regions,
+            values_written,
+            values_freed,
+            segment_heads: segment_heads(&w.table, &writes),
+        };
+        let new_segments: BTreeSet<u32> = writes
+            .iter()
+            .map(|x| loc_segment(x.loc))
+            .filter(|id| !existing.contains(id))
+            .collect();
+        let payload = record
+            .encode()
+            .map_err(|e| Error::InvalidArgument(e.to_string()))?;
+
+        let sync = self.options.sync == SyncPolicy::Always;
+        let data_bytes = match self.write_blocks(&writes, &new_segments, sync) {
+            Ok(n) => n,
+            Err(e) => {
+                w.poisoned = Some(e.to_string());
+                return Err(e);
+            }
+        };
+        if let Err(e) = w.wal.append(seq, &payload, sync) {
+            w.poisoned = Some(e.to_string());
+            return Err(e);
+        }
+        let log_bytes = 2 * payload.len() as u64;
+        w.log_bytes_since_checkpoint += log_bytes;
+
+        let dir = apply_record(&head.dir, &mut w.table, &record)
+            .map_err(|e| Error::corruption(wal_file_name(w.wal.id()), 0, e.to_string()))?;
+        self.set_head(Arc::new(Version { seq, dir }));
+        for (l, page) in written_pages.iter() {
+            self.cache.insert(*l, page.clone());
+        }
+        let pages_relocated = relocation.regions.len() as u64;
+        let values_relocated = relocation.values.len() as u64;
+        self.counters.commit();
+        self.counters
+            .written(data_bytes + log_bytes, written_pages.len() as u64);
+        self.counters.reshaped(pending.splits, pending.merges);
+        self.counters.cleaned(pages_relocated, values_relocated, 0);
+        // The batch no longer needs its base version: release its pin before deciding which
+        // segments can be deleted.
+        drop(pending);
+
+        self.refresh_emptied(&mut w);
+        self.after_commit(&mut w)?;
+        Ok(CommitInfo {
+            seq,
+            root: record.root,
+            pages_written: written_pages.len() as u64,
+            bytes_written: data_bytes + log_bytes,
+            pages_relocated,
+            values_relocated,
+        })
+    }
+
+    /// Allocate and queue the record of one value; returns its location.
+    fn queue_value(
+        &self,
+        table: &mut crate::log::segments::SegmentTable,
+        writes: &mut Vec<Write>,
+        key: &KeyPath,
+        value: &[u8],
+    ) -> Result<u64> {
+        let l = table.allocate(value_blocks(value)?);
+        let hash = self.hasher.hash_value(value);
+        writes.push(Write {
+            loc: l,
+            blocks: encode_value_record(key, value, &hash),
+        });
+        Ok(l)
+    }
+
+    /// Assign disk locations to the in-memory pages of a subtree and queue their writes.
+    ///
+    /// Recurses once per directory level (up to 256): the frame must stay small, so pages are
+    /// handled in [`Inner::write_page`].
+    fn write_subtree(
+        &self,
+        node: &Arc<DirNode>,
+        locs: &ValueLocs,
+        table: &mut crate::log::segments::SegmentTable,
+        writes: &mut Vec<Write>,
+        written: &mut Vec<(u64, Arc<Page>)>,
+    ) -> Result<Arc<DirNode>> {
+        match node.as_ref() {
+            DirNode::Empty => Ok(node.clone()),
+            DirNode::Page(r) => match &r.loc {
+                PageLoc::Memory(page) => {
+                    let (l, checksum) = self.write_page(page, locs, table, writes, written)?;
+                    Ok(Arc::new(DirNode::Page(PageRef {
+                        loc: PageLoc::Disk(l),
+                        checksum,
+                        node: r.node,
+                        count: r.count,
+                    })))
+                }
+                PageLoc::Disk(_) => Ok(node.clone()),
+            },
+            DirNode::Branch(b) => {
+                let [l, r] = b.children();
+                let l = self.write_subtree(l, locs, table, writes, written)?;
+                let r = self.write_subtree(r, locs, table, writes, written)?;
+                Ok(Arc::new(DirNode::branch(self.hasher, l, r)))
+            }
+        }
+    }
+
+    /// Resolve one in-memory page's value pointers (new and relocated values), allocate its
+    /// block and queue the write. Returns its location and checksum.
+    #[inline(never)]
+    fn write_page(
+        &self,
+        page: &Arc<Page>,
+        locs: &ValueLocs,
+        table: &mut crate::log::segments::SegmentTable,
+        writes: &mut Vec<Write>,
+        written: &mut Vec<(u64, Arc<Page>)>,
+    ) -> Result<(u64, u64)> {
+        let mut unresolved = false;
+        let patched = page
+            .with_relocated_values(|key, x| {
+                let to = if x.loc == UNWRITTEN {
+                    locs.new.get(key).copied()
+                } else {
+                    locs.moved.get(&x.loc).copied()
+                };
+                unresolved |= x.loc == UNWRITTEN && to.is_none();
+                to
+            })
+            .map_err(|e| Error::InvalidArgument(format!("rebuilding a page: {e}")))?;
+        if unresolved {
+            return Err(Error::InvalidArgument("a new value has no location".into()));
+        }
+        let page = match patched {
+            Some(p) => Arc::new(p),
+            None => page.clone(),
+        };
+        let checksum = crate::codec::checksum(&page.block().0);
+        let l = table.allocate(1);
+        let mut buf = BlockBuf::default();
+        buf.push(page.block());
+        writes.push(Write {
+            loc: l,
+            blocks: buf,
+        });
+        written.push((l, page));
+        Ok((l, checksum))
+    }
+
+    /// Write every queued block run (contiguous runs in one call each) and sync each segment
+    /// written to, and the directory if segment files were created. Returns the bytes written.
+    fn write_blocks(&self, writes: &[Write], created: &BTreeSet<u32>, sync: bool) -> Result<u64> {
+        let mut order: Vec<&Write> = writes.iter().collect();
+        order.sort_by_key(|w| w.loc);
+        let mut total = 0u64;
+        let mut touched = BTreeSet::new();
+        let mut run: Option<(u64, BlockBuf)> = None;
+        let flush = |run: &mut Option<(u64, BlockBuf)>, total: &mut u64| -> Result<()> {
+            if let Some((start, buf)) = run.take() {
+                let segment = loc_segment(start);
+                let file = self.segments.file(segment, true)?;
+                file.write_at(buf.as_bytes(), loc_offset(start))
+                    .map_err(|e| Error::io("writing", segment_file_name(segment), e))?;
+                *total += buf.len() as u64;
+            }
+            Ok(())
+        };
+        for w in order {
+            touched.insert(loc_segment(w.loc));
+            let extends = run.as_ref().is_some_and(|(start, buf)| {
+                loc_segment(*start) == loc_segment(w.loc)
+                    && u64::from(loc_block(*start)) + buf.block_count() as u64
+                        == u64::from(loc_block(w.loc))
+            });
+            if extends {
+                if let Some((_, buf)) = run.as_mut() {
+                    buf.extend_from(&w.blocks);
+                }
+            } else {
+                flush(&mut run, &mut total)?;
+                run = Some((w.loc, w.blocks.clone()));
+            }
+        }
+        flush(&mut run, &mut total)?;
+        if sync {
+            for segment in &touched {
+                self.segments
+                    .file(*segment, false)?
+                    .sync()
+                    .map_err(|e| Error::io("syncing", segment_file_name(*segment), e))?;
+            }
+            if !created.is_empty() {
+                self.storage
+                    .sync_dir()
+                    .map_err(|e| Error::io("syncing", "the database directory", e))?;
+            }
+        }
+        Ok(total)
+    }
+
+    /// Housekeeping after a commit: checkpoint when the log has grown, delete segments no
+    /// version needs any more.
+    fn after_commit(&self, w: &mut crate::db::Writer) -> Result<()> {
+        if w.log_bytes_since_checkpoint >= self.options.checkpoint_log_bytes {
+            self.checkpoint_locked(w)?;
+        }
+        self.delete_emptied(w);
+        Ok(())
+    }
+
+    /// Write a checkpoint of the latest version and start a new commit log.
+    pub(crate) fn checkpoint_locked(&self, w: &mut crate::db::Writer) -> Result<()> {
+        if let Some(reason) = &w.poisoned {
+            return Err(Error::Poisoned(reason.clone()));
+        }
+        let head = self.head();
+        let new_wal_id = w.wal.id() + 1;
+        let result = Wal::create(self.storage.as_ref(), new_wal_id).and_then(|wal| {
+            Checkpoint {
+                seq: head.seq,
+                wal_id: new_wal_id,
+                wal_offset: 0,
+                table: w.table.clone(),
+                dir: head.dir.clone(),
+            }
+            .store(self.storage.as_ref())?;
+            Ok(wal)
+        });
+        let wal = match result {
+            Ok(wal) => wal,
+            Err(e) => {
+                w.poisoned = Some(e.to_string());
+                return Err(e);
+            }
+        };
+        let old_wal = std::mem::replace(&mut w.wal, wal);
+        let old_checkpoint = w.checkpoint_seq;
+        w.checkpoint_seq = head.seq;
+        w.log_bytes_since_checkpoint = 0;
+        self.counters.checkpoint();
+        // The old log and checkpoint are no longer needed; a failure to delete costs space only.
+        let _ = self.storage.remove(&wal_file_name(old_wal.id()));
+        if old_checkpoint != head.seq {
+            let _ = self.storage.remove(&checkpoint_file_name(old_checkpoint));
+        }
+        Ok(())
+    }
+
+    /// Delete segments that hold no live data, once no pinned version can need them.
+    pub(crate) fn delete_emptied(&self, w: &mut crate::db::Writer) {
+        let oldest = self.oldest_pinned().unwrap_or(u64::MAX);
+        let head_seq = self.head().seq;
+        let ready: Vec<u32> = w
+            .emptied
+            .iter()
+            .filter(|(id, since)| {
+                oldest >= **since
+                    && **since <= head_seq
+                    && w.table
+                        .segments
+                        .get(id)
+                        .is_some_and(|m| m.live_blocks() == 0)
+                    && **id != w.table.active
+            })
+            .map(|(id, _)| *id)
+            .collect();
+        let mut deleted = 0;
+        for id in ready {
+            w.emptied.remove(&id);
+            w.table.segments.remove(&id);
+            if self.segments.remove(id).is_ok() {
+                deleted += 1;
+            }
+        }
+        self.counters.cleaned(0, 0, deleted);
+    }
+}
+
+/// For every segment written to, its fill after the writes, in allocation order.
+fn segment_heads(table: &crate::log::segments::SegmentTable, writes: &[Write]) -> Vec<(u32, u32)> {
+    let mut ids: Vec<u32> = writes.iter().map(|w| loc_segment(w.loc)).collect();
+    ids.sort_unstable();
+    ids.dedup();
+    ids.into_iter()
+        .map(|id| (id, table.segments.get(&id).map_or(0, |m| m.used_blocks)))
+        .collect()
+}
