@@ -250,11 +250,9 @@ fn shape_of(
     match layout {
         Layout::Page(_, entries) if entries.is_empty() => Ok(Shape::Empty),
         Layout::Page(prefix, entries) => {
-            let leaves: Vec<(KeyPath, [u8; 32])> =
-                entries.iter().map(|(k, v)| (*k, v.hash(hasher))).collect();
-            let node = sprig_core::trie::subtrie_root(hasher, prefix.depth(), &leaves);
-            let page = Page::build(prefix, seq, &entries)
+            let page = Page::build(hasher, prefix, seq, &entries)
                 .map_err(|e| Error::InvalidArgument(format!("building a page: {e}")))?;
+            let node = page.node(hasher);
             pages.push((page, node));
             Ok(Shape::Page(pages.len() - 1))
         }

@@ -111,7 +111,7 @@ mod tests {
     use crate::prefix::Prefix;
 
     fn page(seq: u64) -> Arc<Page> {
-        Arc::new(Page::build(Prefix::root(), seq, &[]).unwrap())
+        Arc::new(Page::build(sprig_core::Hasher::Blake3, Prefix::root(), seq, &[]).unwrap())
     }
 
     #[test]

@@ -117,7 +117,13 @@ impl Db {
                     r.count
                 )));
             }
-            let node = page.node(inner.hasher);
+            let buckets = page.computed_buckets(inner.hasher);
+            if buckets != page.buckets() {
+                report.problems.push(bad(
+                    "the page's stored bucket nodes do not match its entries".to_string(),
+                ));
+            }
+            let node = crate::page::fold_buckets(inner.hasher, prefix.depth(), &buckets);
             if node != r.node {
                 report.problems.push(bad(format!(
                     "page hashes to {} but the directory holds {}",

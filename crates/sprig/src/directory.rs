@@ -11,7 +11,7 @@
 
 use crate::page::Page;
 use crate::prefix::Prefix;
-use sprig_core::proof::{path_proof_below, PathProof, ProofNode, Terminal};
+use sprig_core::proof::{PathProof, ProofNode, Terminal};
 use sprig_core::trie::{bit_at, parent, KeyPath, Node, NodeKind, TERMINATOR};
 use sprig_core::Hasher;
 use std::sync::Arc;
@@ -284,7 +284,7 @@ impl Directory {
         let terminal = match node.as_ref() {
             DirNode::Page(_) => {
                 let p = page(&pos).ok_or(DirectoryError::PageMissing(pos))?;
-                let below = path_proof_below(self.hasher, depth, &p.leaves(self.hasher), key);
+                let below = p.path_proof_below(self.hasher, key);
                 siblings.extend(below.siblings);
                 below.terminal
             }

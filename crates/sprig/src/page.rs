@@ -3,6 +3,11 @@
 //! plus the value's hash. The page's sub-trie is a pure function of its entries, so the page
 //! carries everything needed to recompute its node in the trie and to prove any key below it.
 //!
+//! Each page also stores the 16 nodes of its sub-trie four levels below its position (its
+//! "buckets"). An update or a proof then hashes only the touched buckets' entries and the four
+//! levels above them, instead of every entry of the page; the stored nodes are authenticated
+//! with the rest of the page by its checksum, and `check` recomputes them.
+//!
 //! A decoded [`Page`] is its 4 KiB block plus the offset of each entry: reading entries never
 //! allocates. This module owns the byte layout (see `docs/DESIGN.md`), the validation of
 //! untrusted page bytes (every violation is a [`PageError`], never a panic), page hashing and
@@ -11,8 +16,10 @@
 
 use crate::io::{Block, BLOCK_BYTES};
 use crate::prefix::Prefix;
-use sprig_core::proof::{prove_subtrie, ProofNode};
-use sprig_core::trie::{bit_at, subtrie_root, KeyPath, Node, ValueHash};
+use sprig_core::proof::{path_proof_below, prove_and_update, PathProof, ProofNode};
+use sprig_core::trie::{
+    bit_at, parent, subtrie_root, KeyPath, Node, ValueHash, KEY_BITS, TERMINATOR,
+};
 use sprig_core::Hasher;
 use std::sync::Arc;
 
@@ -20,8 +27,15 @@ use std::sync::Arc;
 pub const PAGE_MAGIC: [u8; 4] = *b"SPPG";
 /// The page layout version.
 pub const PAGE_VERSION: u8 = 1;
-/// Bytes before the first entry.
-pub const PAGE_HEADER_BYTES: usize = 52;
+/// The number of levels below a page's position at which its bucket nodes sit.
+pub const BUCKET_BITS: usize = 4;
+/// The number of bucket nodes a page stores.
+pub const BUCKETS: usize = 1 << BUCKET_BITS;
+/// A page's bucket nodes.
+pub type Buckets = [Node; BUCKETS];
+const BUCKETS_AT: usize = 52;
+/// Bytes before the first entry: the fixed header and the bucket nodes.
+pub const PAGE_HEADER_BYTES: usize = BUCKETS_AT + BUCKETS * 32;
 /// Bytes available to entries.
 pub const PAGE_BODY_BYTES: usize = BLOCK_BYTES - PAGE_HEADER_BYTES;
 /// The largest value stored inside a page; larger values go to the value log.
@@ -141,6 +155,51 @@ pub fn fits(entries: &[(KeyPath, ValueRef<'_>)]) -> bool {
     body_bytes(entries) <= PAGE_BODY_BYTES
 }
 
+/// The bucket levels of a page at `depth` (fewer than four only at the very bottom of the
+/// trie).
+fn bucket_bits(depth: usize) -> usize {
+    BUCKET_BITS.min(KEY_BITS.saturating_sub(depth))
+}
+
+/// The bucket of `key` in a page at `depth`.
+fn bucket_of(key: &KeyPath, depth: usize, bits: usize) -> usize {
+    (0..bits).fold(0, |b, i| (b << 1) | usize::from(bit_at(key, depth + i)))
+}
+
+/// The bucket nodes of a page at `depth` holding `leaves` (sorted); unused slots are the
+/// terminator.
+pub fn compute_buckets(hasher: Hasher, depth: usize, leaves: &[(KeyPath, ValueHash)]) -> Buckets {
+    let bits = bucket_bits(depth);
+    let mut buckets = [TERMINATOR; BUCKETS];
+    let mut rest = leaves;
+    for (b, slot) in buckets.iter_mut().enumerate().take(1 << bits) {
+        let n = rest.partition_point(|(k, _)| bucket_of(k, depth, bits) <= b);
+        let (here, after) = rest.split_at(n);
+        *slot = subtrie_root(hasher, depth + bits, here);
+        rest = after;
+    }
+    buckets
+}
+
+/// The nodes of the tree over a page's buckets, heap-ordered: index `(1 << level) + i` is the
+/// node at `level` levels below the page, position `i`; the page's own node is index 1.
+fn bucket_tree(hasher: Hasher, depth: usize, buckets: &Buckets) -> [Node; 2 * BUCKETS] {
+    let bits = bucket_bits(depth);
+    let mut tree = [TERMINATOR; 2 * BUCKETS];
+    for (i, b) in buckets.iter().enumerate().take(1 << bits) {
+        tree[(1 << bits) + i] = *b;
+    }
+    for idx in (1..(1 << bits)).rev() {
+        tree[idx] = parent(hasher, &tree[2 * idx], &tree[2 * idx + 1]);
+    }
+    tree
+}
+
+/// The node of a page at `depth` with these bucket nodes.
+pub fn fold_buckets(hasher: Hasher, depth: usize, buckets: &Buckets) -> Node {
+    bucket_tree(hasher, depth, buckets)[1]
+}
+
 struct Cursor<'a> {
     bytes: &'a [u8],
     at: usize,
@@ -222,6 +281,8 @@ impl Page {
         if used > PAGE_BODY_BYTES {
             return Err(PageError::Malformed("used bytes beyond the page"));
         }
+        // The bucket nodes: authenticated by the page checksum, recomputed by `check`.
+        r.slice(BUCKETS * 32)?;
         let body_end = PAGE_HEADER_BYTES + used;
         let mut offsets = Vec::with_capacity(count.min(PAGE_BODY_BYTES / INLINE_OVERHEAD_BYTES));
         let mut last: Option<&[u8]> = None;
@@ -325,22 +386,114 @@ impl Page {
             .collect()
     }
 
-    /// The page's node in the trie: the root of its entries' sub-trie at its prefix's depth.
+    /// The stored bucket nodes.
+    pub fn buckets(&self) -> Buckets {
+        let mut buckets = [TERMINATOR; BUCKETS];
+        for (i, b) in buckets.iter_mut().enumerate() {
+            let at = BUCKETS_AT + 32 * i;
+            if let Some(src) = self.block.0.get(at..at + 32) {
+                b.copy_from_slice(src);
+            }
+        }
+        buckets
+    }
+
+    /// The page's node in the trie, from its stored bucket nodes.
     pub fn node(&self, hasher: Hasher) -> Node {
-        subtrie_root(hasher, self.prefix.depth(), &self.leaves(hasher))
+        fold_buckets(hasher, self.prefix.depth(), &self.buckets())
+    }
+
+    /// The bucket nodes recomputed from the entries (what `check` compares the stored ones
+    /// with).
+    pub fn computed_buckets(&self, hasher: Hasher) -> Buckets {
+        compute_buckets(hasher, self.prefix.depth(), &self.leaves(hasher))
     }
 
     /// Append the multi-proof nodes of `keys` (sorted, all under this page's prefix) below the
     /// page's position.
     pub fn prove(&self, hasher: Hasher, keys: &[KeyPath], out: &mut Vec<ProofNode>) {
-        prove_subtrie(hasher, self.prefix.depth(), &self.leaves(hasher), keys, out);
+        self.prove_and_update(hasher, keys, &[], out);
     }
 
-    /// Build a page holding `entries` (sorted by key, distinct, all under `prefix`).
+    /// Prove `keys` below the page's position (appending to `out`) and compute the page's node
+    /// and bucket nodes after `changes` (new value hash, or `None` to delete), hashing only the
+    /// touched buckets. Keys and changes are sorted, under the page's prefix, and every
+    /// changed key is in `keys`.
+    pub fn prove_and_update(
+        &self,
+        hasher: Hasher,
+        keys: &[KeyPath],
+        changes: &[(KeyPath, Option<ValueHash>)],
+        out: &mut Vec<ProofNode>,
+    ) -> (Node, Buckets) {
+        let depth = self.prefix.depth();
+        let items = self.items();
+        let mut walk = BucketWalk {
+            hasher,
+            depth,
+            bits: bucket_bits(depth),
+            tree: bucket_tree(hasher, depth, &self.buckets()),
+            buckets: self.buckets(),
+        };
+        let node = walk.visit(0, 0, &items, keys, changes, out);
+        (node, walk.buckets)
+    }
+
+    /// The path proof of `key` below the page's position.
+    pub fn path_proof_below(&self, hasher: Hasher, key: &KeyPath) -> PathProof {
+        let depth = self.prefix.depth();
+        let bits = bucket_bits(depth);
+        let tree = bucket_tree(hasher, depth, &self.buckets());
+        let items = self.items();
+        let mut here: &[(KeyPath, ValueRef<'_>)] = &items;
+        let mut siblings = Vec::new();
+        let mut index = 1usize;
+        for level in 0..bits {
+            if here.len() <= 1 {
+                break;
+            }
+            let d = depth + level;
+            let split = here.partition_point(|(k, _)| !bit_at(k, d));
+            let right = bit_at(key, d);
+            siblings.push(tree[2 * index + usize::from(!right)]);
+            here = if right {
+                &here[split..]
+            } else {
+                &here[..split]
+            };
+            index = 2 * index + usize::from(right);
+        }
+        let level = siblings.len();
+        let leaves: Vec<(KeyPath, ValueHash)> =
+            here.iter().map(|(k, v)| (*k, v.hash(hasher))).collect();
+        let below = path_proof_below(hasher, depth + level, &leaves, key);
+        siblings.extend(below.siblings);
+        PathProof {
+            terminal: below.terminal,
+            siblings,
+        }
+    }
+
+    /// Build a page holding `entries` (sorted by key, distinct, all under `prefix`), hashing
+    /// every entry for its bucket nodes.
     pub fn build(
+        hasher: Hasher,
         prefix: Prefix,
         seq: u64,
         entries: &[(KeyPath, ValueRef<'_>)],
+    ) -> Result<Page, PageError> {
+        let leaves: Vec<(KeyPath, ValueHash)> =
+            entries.iter().map(|(k, v)| (*k, v.hash(hasher))).collect();
+        let buckets = compute_buckets(hasher, prefix.depth(), &leaves);
+        Page::build_with_buckets(prefix, seq, entries, &buckets)
+    }
+
+    /// Build a page holding `entries` with bucket nodes already known to be theirs.
+    pub fn build_with_buckets(
+        prefix: Prefix,
+        seq: u64,
+        entries: &[(KeyPath, ValueRef<'_>)],
+        buckets: &Buckets,
     ) -> Result<Page, PageError> {
         let used = body_bytes(entries);
         if used > PAGE_BODY_BYTES {
@@ -362,6 +515,10 @@ impl Page {
         debug_assert_eq!(w.at, USED_AT);
         // `used` is at most PAGE_BODY_BYTES, which fits in u16.
         w.put(&(used as u16).to_le_bytes());
+        debug_assert_eq!(w.at, BUCKETS_AT);
+        for b in buckets {
+            w.put(b);
+        }
         let mut offsets = Vec::with_capacity(entries.len());
         let mut last: Option<&KeyPath> = None;
         for (key, value) in entries {
@@ -421,7 +578,7 @@ impl Page {
         if !changed {
             return Ok(None);
         }
-        Page::build(self.prefix, self.seq, &items).map(Some)
+        Page::build_with_buckets(self.prefix, self.seq, &items, &self.buckets()).map(Some)
     }
 }
 
@@ -438,6 +595,108 @@ impl Writer<'_> {
             dst.copy_from_slice(bytes);
         }
         self.at = end;
+    }
+}
+
+/// The walk of [`Page::prove_and_update`] down the bucket tree.
+struct BucketWalk {
+    hasher: Hasher,
+    depth: usize,
+    bits: usize,
+    tree: [Node; 2 * BUCKETS],
+    buckets: Buckets,
+}
+
+impl BucketWalk {
+    /// Visit position `index` at `level` levels below the page, holding `items`.
+    fn visit(
+        &mut self,
+        level: usize,
+        index: usize,
+        items: &[(KeyPath, ValueRef<'_>)],
+        keys: &[KeyPath],
+        changes: &[(KeyPath, Option<ValueHash>)],
+        out: &mut Vec<ProofNode>,
+    ) -> Node {
+        let h = self.hasher;
+        let d = self.depth + level;
+        if keys.is_empty() {
+            // No key enters: the stored node stands, as proof sibling and as new node.
+            let node = self.tree[(1 << level) + index];
+            out.push(if node == TERMINATOR {
+                ProofNode::Terminator
+            } else {
+                ProofNode::Opaque(node)
+            });
+            return node;
+        }
+        if level == self.bits || items.len() <= 1 {
+            let leaves: Vec<(KeyPath, ValueHash)> =
+                items.iter().map(|(k, v)| (*k, v.hash(h))).collect();
+            let node = prove_and_update(h, d, &leaves, keys, changes, out);
+            if level == self.bits {
+                self.buckets[index] = node;
+            } else if !changes.is_empty() {
+                self.rebucket(level, index, &leaves, changes);
+            }
+            return node;
+        }
+        out.push(ProofNode::Internal);
+        let e = items.partition_point(|(k, _)| !bit_at(k, d));
+        let k = keys.partition_point(|k| !bit_at(k, d));
+        let c = changes.partition_point(|(k, _)| !bit_at(k, d));
+        let l = self.visit(
+            level + 1,
+            2 * index,
+            &items[..e],
+            &keys[..k],
+            &changes[..c],
+            out,
+        );
+        let r = self.visit(
+            level + 1,
+            2 * index + 1,
+            &items[e..],
+            &keys[k..],
+            &changes[c..],
+            out,
+        );
+        parent(h, &l, &r)
+    }
+
+    /// Recompute the buckets under position `index` at `level` from its (few) old leaves with
+    /// `changes` merged in.
+    fn rebucket(
+        &mut self,
+        level: usize,
+        index: usize,
+        leaves: &[(KeyPath, ValueHash)],
+        changes: &[(KeyPath, Option<ValueHash>)],
+    ) {
+        let mut merged: Vec<(KeyPath, ValueHash)> =
+            Vec::with_capacity(leaves.len() + changes.len());
+        let mut old = leaves.iter().peekable();
+        for (key, change) in changes {
+            while let Some(e) = old.next_if(|e| e.0 < *key) {
+                merged.push(*e);
+            }
+            old.next_if(|e| e.0 == *key);
+            if let Some(v) = change {
+                merged.push((*key, *v));
+            }
+        }
+        merged.extend(old.copied());
+        let span = 1usize << (self.bits - level);
+        for b in index * span..(index + 1) * span {
+            let here: Vec<(KeyPath, ValueHash)> = merged
+                .iter()
+                .filter(|(k, _)| bucket_of(k, self.depth, self.bits) == b)
+                .copied()
+                .collect();
+            if let Some(slot) = self.buckets.get_mut(b) {
+                *slot = subtrie_root(self.hasher, self.depth + self.bits, &here);
+            }
+        }
     }
 }
 
@@ -514,7 +773,7 @@ mod tests {
             hash: [9; 32],
         });
         items[5].1 = ValueRef::Inline(&[]);
-        let page = Page::build(Prefix::root(), 42, &items).unwrap();
+        let page = Page::build(Hasher::Blake3, Prefix::root(), 42, &items).unwrap();
         let back = Page::decode(&page.block().0).unwrap();
         assert_eq!(back, page);
         assert_eq!(back.items(), items);
@@ -527,18 +786,68 @@ mod tests {
     fn node_equals_the_model_root_for_the_same_entries() {
         let h = Hasher::Sha256;
         let values = sorted_values(80, 8);
-        let page = Page::build(Prefix::root(), 1, &refs(&values)).unwrap();
+        let page = Page::build(h, Prefix::root(), 1, &refs(&values)).unwrap();
         let mut model = sprig_core::ReferenceModel::new(h);
         for (k, v) in &values {
             model.insert(*k, v.clone());
         }
         assert_eq!(page.node(h), model.root());
+        assert_eq!(page.buckets(), page.computed_buckets(h));
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig { cases: 200, ..Default::default() })]
+        /// Bucketed proofs and updates equal the plain ones over all entries, at any depth.
+        #[test]
+        fn bucketed_walk_equals_the_plain_one(
+            present in proptest::collection::btree_set(0u16..300, 0..90),
+            touched in proptest::collection::btree_map(0u16..300, proptest::option::of(0u8..4), 0..12),
+            reads in proptest::collection::btree_set(0u16..300, 0..6),
+            depth in proptest::prop_oneof![0usize..8, 250usize..256],
+        ) {
+            let h = Hasher::Blake3;
+            let prefix_bits = [0x5au8; 32];
+            let key = |i: u16| {
+                let mut k = h.hash_value(&i.to_le_bytes());
+                // Put every key under the page's prefix.
+                let p = Prefix::of_key(&prefix_bits, depth);
+                for b in 0..depth { sprig_core::trie::set_bit(&mut k, b, p.bit(b)); }
+                k
+            };
+            let prefix = Prefix::of_key(&prefix_bits, depth);
+            let mut model: std::collections::BTreeMap<KeyPath, Vec<u8>> = present.iter().map(|i| (key(*i), vec![*i as u8])).collect();
+            let values: Vec<(KeyPath, Vec<u8>)> = model.iter().map(|(k, v)| (*k, v.clone())).collect();
+            let page = Page::build(h, prefix, 1, &refs(&values)).unwrap();
+            let mut keys: Vec<KeyPath> = touched.keys().chain(reads.iter()).map(|i| key(*i)).collect();
+            keys.sort_unstable();
+            keys.dedup();
+            // Near the bottom of the trie few bits are free and indices can collide on one
+            // key: the last change to a key wins, for the walk and for the model alike.
+            let by_key: std::collections::BTreeMap<KeyPath, Option<u8>> = touched.iter().map(|(i, v)| (key(*i), *v)).collect();
+            let changes: Vec<(KeyPath, Option<ValueHash>)> = by_key.iter().map(|(k, v)| (*k, v.map(|b| h.hash_value(&[b])))).collect();
+
+            let mut bucketed = Vec::new();
+            let (node, buckets) = page.prove_and_update(h, &keys, &changes, &mut bucketed);
+            let mut plain = Vec::new();
+            let plain_node = prove_and_update(h, depth, &page.leaves(h), &keys, &changes, &mut plain);
+            proptest::prop_assert_eq!(&bucketed, &plain);
+            proptest::prop_assert_eq!(node, plain_node);
+            for (k, v) in &by_key {
+                match v { Some(b) => { model.insert(*k, vec![*b]); } None => { model.remove(k); } }
+            }
+            let leaves: Vec<(KeyPath, ValueHash)> = model.iter().map(|(k, v)| (*k, h.hash_value(v))).collect();
+            proptest::prop_assert_eq!(buckets, compute_buckets(h, depth, &leaves));
+            proptest::prop_assert_eq!(fold_buckets(h, depth, &buckets), node);
+            for k in &keys {
+                proptest::prop_assert_eq!(page.path_proof_below(h, k), path_proof_below(h, depth, &page.leaves(h), k));
+            }
+        }
     }
 
     #[test]
     fn corrupt_pages_are_rejected_without_panic() {
         let values = sorted_values(40, 20);
-        let page = Page::build(Prefix::root(), 1, &refs(&values)).unwrap();
+        let page = Page::build(Hasher::Blake3, Prefix::root(), 1, &refs(&values)).unwrap();
         let used = PAGE_HEADER_BYTES + body_bytes(&refs(&values));
         for byte in 0..used + 8 {
             for bit in 0..8 {
@@ -559,12 +868,12 @@ mod tests {
     fn building_refuses_overflow_and_disorder() {
         let values = sorted_values(200, 60);
         assert_eq!(
-            Page::build(Prefix::root(), 1, &refs(&values)),
+            Page::build(Hasher::Blake3, Prefix::root(), 1, &refs(&values)),
             Err(PageError::Overflow)
         );
         let mut few = refs(&values[..3]);
         few.swap(0, 1);
-        assert!(Page::build(Prefix::root(), 1, &few).is_err());
+        assert!(Page::build(Hasher::Blake3, Prefix::root(), 1, &few).is_err());
     }
 
     #[test]

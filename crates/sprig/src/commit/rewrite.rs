@@ -90,24 +90,28 @@ fn rewrite_region(
 ) -> Result<Rewritten> {
     let keys = keys.get(work.keys.clone()).unwrap_or_default();
     let changes = changes.get(work.changes.clone()).unwrap_or_default();
-    let old_leaves = work
-        .page
-        .as_ref()
-        .map(|p| p.leaves(hasher))
-        .unwrap_or_default();
     let change_hashes: Vec<(KeyPath, Option<ValueHash>)> = changes
         .iter()
         .map(|(k, v)| (*k, v.as_ref().map(|v| hasher.hash_value(v))))
         .collect();
     let mut proof = Vec::new();
-    let node = prove_and_update(
-        hasher,
-        work.prefix.depth(),
-        &old_leaves,
-        keys,
-        &change_hashes,
-        &mut proof,
-    );
+    let (node, buckets) = match &work.page {
+        Some(page) => {
+            let (node, buckets) = page.prove_and_update(hasher, keys, &change_hashes, &mut proof);
+            (node, Some(buckets))
+        }
+        None => {
+            let node = prove_and_update(
+                hasher,
+                work.prefix.depth(),
+                &[],
+                keys,
+                &change_hashes,
+                &mut proof,
+            );
+            (node, None)
+        }
+    };
     if changes.is_empty() {
         return Ok(Rewritten {
             proof,
@@ -150,8 +154,13 @@ fn rewrite_region(
     let (subtree, splits) = if items.is_empty() {
         (Arc::new(DirNode::Empty), 0)
     } else if fits(&items) {
-        let page = Page::build(work.prefix, seq, &items)
-            .map_err(|e| Error::InvalidArgument(format!("building a page: {e}")))?;
+        let page = match &buckets {
+            // Same position, so the walk's new bucket nodes are this page's.
+            Some(b) => Page::build_with_buckets(work.prefix, seq, &items, b),
+            None => Page::build(hasher, work.prefix, seq, &items),
+        }
+        .map_err(|e| Error::InvalidArgument(format!("building a page: {e}")))?;
+        debug_assert_eq!(page.node(hasher), node);
         (page_node(page, node), 0)
     } else {
         let layout = Layout::build(work.prefix, items, PAGE_BODY_BYTES);
@@ -188,7 +197,7 @@ fn subtree_of(hasher: Hasher, layout: Layout<'_>, seq: u64) -> Result<Arc<DirNod
     match layout {
         Layout::Page(_, entries) if entries.is_empty() => Ok(Arc::new(DirNode::Empty)),
         Layout::Page(prefix, entries) => {
-            let page = Page::build(prefix, seq, &entries)
+            let page = Page::build(hasher, prefix, seq, &entries)
                 .map_err(|e| Error::InvalidArgument(format!("building a page: {e}")))?;
             let node = page.node(hasher);
             Ok(page_node(page, node))
