@@ -6,11 +6,15 @@
 //! path can use io_uring with many requests in flight. Backends never interpret bytes; they
 //! only move them. They must never panic on I/O failure: every failure is an `io::Error`.
 
+mod fault;
 mod memory;
 mod posix;
 #[cfg(target_os = "linux")]
 mod uring;
 
+pub use fault::{
+    CrashMode, Fault, FaultFile, FaultKind, FaultStats, FaultStorage, OpClass, StepKind,
+};
 pub use memory::MemoryStorage;
 pub use posix::PosixStorage;
 #[cfg(target_os = "linux")]
