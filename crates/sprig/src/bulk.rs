@@ -600,7 +600,12 @@ impl Db {
         w.log_bytes_since_checkpoint = 0;
         w.table = out.table;
         let root = dir.root_node();
-        inner.set_head(Arc::new(Version { seq, dir }));
+        inner.set_head(Arc::new(Version {
+            id: inner.next_version_id(),
+            seq,
+            dir,
+            overlay: None,
+        }));
         inner.counters.written(out.bytes, out.pages);
         inner.counters.checkpoint();
         Ok(BulkReport {

@@ -16,6 +16,7 @@ use crate::log::record::{apply_record, CommitRecord};
 use crate::log::segments::{decode_page_at, parse_segment_file_name, SegmentTable, Segments};
 use crate::log::wal::{parse_wal_file_name, wal_file_name, Wal};
 use crate::options::Options;
+use crate::overlay::{OverlayMemory, OverlayState};
 use crate::page::{Page, ValueRef};
 use crate::prefix::Prefix;
 use crate::stats::{Counters, ReadKind, Stats};
@@ -30,13 +31,27 @@ use std::sync::Arc;
 /// The largest value Sprig stores (4 GiB − 1).
 pub const MAX_VALUE_BYTES: usize = u32::MAX as usize;
 
-/// A committed version of the state.
-#[derive(Debug)]
+/// A version of the state: committed, or an overlay of uncommitted changes.
 pub(crate) struct Version {
-    /// The commit sequence number (0 for the empty database).
+    /// Unique among the versions of this database handle: what a commit checks it builds on.
+    pub id: u64,
+    /// The commit sequence number (0 for the empty database); for an overlay, the number it
+    /// gets when committed.
     pub seq: u64,
     /// The directory of this version.
     pub dir: Directory,
+    /// For overlays: what they change and their parent.
+    pub overlay: Option<OverlayState>,
+}
+
+impl std::fmt::Debug for Version {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Version")
+            .field("id", &self.id)
+            .field("seq", &self.seq)
+            .field("overlay", &self.overlay.is_some())
+            .finish()
+    }
 }
 
 /// State owned by the single writer.
@@ -62,6 +77,11 @@ pub(crate) struct Inner {
     head: RwLock<Arc<Version>>,
     pub writer: Mutex<Writer>,
     pins: Mutex<BTreeMap<u64, usize>>,
+    /// The last committed versions kept for historical reads and rollback, oldest first.
+    /// Their pages count as pinned (see [`Inner::oldest_pinned`]).
+    pub retained: Mutex<std::collections::VecDeque<Arc<Version>>>,
+    next_id: std::sync::atomic::AtomicU64,
+    pub overlay_memory: Arc<OverlayMemory>,
     _lock: Option<std::fs::File>,
 }
 
@@ -184,17 +204,35 @@ impl Db {
                 create_files(storage.as_ref(), &options)?
             }
         };
-        let recovered = recover(storage.as_ref(), &manifest)?;
+        let recovered = recover(storage.as_ref(), &manifest, options.retained_versions)?;
+        let next_id = std::sync::atomic::AtomicU64::new(1);
+        let mut history: Vec<Arc<Version>> = recovered
+            .history
+            .into_iter()
+            .map(|(seq, dir)| {
+                Arc::new(Version {
+                    id: next_id.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+                    seq,
+                    dir,
+                    overlay: None,
+                })
+            })
+            .collect();
+        let head = history.pop().unwrap_or_else(|| {
+            Arc::new(Version {
+                id: 0,
+                seq: 0,
+                dir: Directory::empty(manifest.hasher),
+                overlay: None,
+            })
+        });
         let inner = Inner {
             path,
             hasher: manifest.hasher,
             segments: Segments::new(storage.clone(), manifest.hasher),
             cache: PageCache::new(options.page_cache_bytes),
             counters: Counters::default(),
-            head: RwLock::new(Arc::new(Version {
-                seq: recovered.seq,
-                dir: recovered.dir,
-            })),
+            head: RwLock::new(head.clone()),
             writer: Mutex::new(Writer {
                 table: recovered.table,
                 wal: recovered.wal,
@@ -204,6 +242,9 @@ impl Db {
                 emptied: BTreeMap::new(),
             }),
             pins: Mutex::new(BTreeMap::new()),
+            retained: Mutex::new(std::collections::VecDeque::new()),
+            next_id,
+            overlay_memory: Arc::new(OverlayMemory::default()),
             options,
             storage,
             _lock: lock,
@@ -211,6 +252,10 @@ impl Db {
         let db = Db {
             inner: Arc::new(inner),
         };
+        history.push(head);
+        for v in history {
+            db.inner.retain(v);
+        }
         db.inner.refresh_emptied(&mut db.inner.writer.lock());
         Ok(db)
     }
@@ -237,12 +282,23 @@ impl Db {
 
     /// A read view of the latest committed version.
     pub fn view(&self) -> ReadView {
-        let version = self.inner.head();
-        ReadView {
-            pin: Pin::new(&self.inner, version.seq),
-            inner: self.inner.clone(),
-            version,
-        }
+        ReadView::of(&self.inner, self.inner.head())
+    }
+
+    /// A read view of a retained committed version (see `Options::retained_versions`).
+    pub fn view_at(&self, seq: u64) -> Result<ReadView> {
+        let version = self.inner.retained_version(seq)?;
+        Ok(ReadView::of(&self.inner, version))
+    }
+
+    /// The retained committed versions, oldest first, as (sequence number, root).
+    pub fn versions(&self) -> Vec<(u64, Node)> {
+        self.inner
+            .retained
+            .lock()
+            .iter()
+            .map(|v| (v.seq, v.dir.root_node()))
+            .collect()
     }
 
     /// The latest state root.
@@ -281,6 +337,9 @@ impl Db {
         head.dir.for_each_page(|_, _| pages += 1);
         s.pages = pages;
         s.cached_pages = self.inner.cache.len() as u64;
+        s.overlay_bytes = self.inner.overlay_memory.bytes();
+        s.overlays = self.inner.overlay_memory.count();
+        s.retained_versions = self.inner.retained.lock().len() as u64;
         let w = self.inner.writer.lock();
         s.disk_bytes = w.table.used_blocks() * io::BLOCK_BYTES as u64;
         s.live_bytes = w.table.live_blocks() * io::BLOCK_BYTES as u64;
@@ -313,8 +372,8 @@ fn create_files(storage: &dyn Storage, options: &Options) -> Result<Manifest> {
 }
 
 struct Recovered {
-    seq: u64,
-    dir: Directory,
+    /// The last versions replayed, oldest first, ending with the latest: (seq, directory).
+    history: Vec<(u64, Directory)>,
     table: SegmentTable,
     wal: Wal,
     checkpoint_seq: u64,
@@ -323,7 +382,7 @@ struct Recovered {
 
 /// Load the latest checkpoint, replay every complete commit record after it, drop a torn
 /// tail, and remove files no state refers to.
-fn recover(storage: &dyn Storage, manifest: &Manifest) -> Result<Recovered> {
+fn recover(storage: &dyn Storage, manifest: &Manifest, keep: usize) -> Result<Recovered> {
     let names = storage
         .list()
         .map_err(|e| Error::io("listing", "the database directory", e))?;
@@ -349,6 +408,10 @@ fn recover(storage: &dyn Storage, manifest: &Manifest) -> Result<Recovered> {
     let mut seq = cp.seq;
     let mut dir = cp.dir;
     let mut table = cp.table;
+    let keep = keep.max(1);
+    let mut history: std::collections::VecDeque<(u64, Directory)> =
+        std::collections::VecDeque::new();
+    history.push_back((seq, dir.clone()));
     let mut end = 0u64;
     let mut log_bytes = 0u64;
     let last_id = wal_ids.last().copied().unwrap_or(cp.wal_id);
@@ -386,6 +449,10 @@ fn recover(storage: &dyn Storage, manifest: &Manifest) -> Result<Recovered> {
                 )
             })?;
             seq = record.seq;
+            history.push_back((seq, dir.clone()));
+            if history.len() > keep {
+                history.pop_front();
+            }
         }
         log_bytes += replay.end - start;
         end = replay.end;
@@ -393,8 +460,7 @@ fn recover(storage: &dyn Storage, manifest: &Manifest) -> Result<Recovered> {
     let wal = Wal::reopen(storage, last_id, end)?;
     remove_stale_files(storage, &names, checkpoint_seq, cp.wal_id, &table);
     Ok(Recovered {
-        seq,
-        dir,
+        history: history.into_iter().collect(),
         table,
         wal,
         checkpoint_seq,
@@ -429,14 +495,53 @@ impl Inner {
         self.head.read().clone()
     }
 
-    /// Publish a new latest version.
+    /// Publish a new latest version and retain it.
     pub fn set_head(&self, version: Arc<Version>) {
-        *self.head.write() = version;
+        *self.head.write() = version.clone();
+        self.retain(version);
     }
 
-    /// The oldest version some reader, batch or overlay still uses.
+    /// Keep a committed version for historical reads, dropping the oldest past the limit.
+    fn retain(&self, version: Arc<Version>) {
+        let mut retained = self.retained.lock();
+        retained.push_back(version);
+        while retained.len() > self.options.retained_versions.max(1) {
+            retained.pop_front();
+        }
+    }
+
+    /// A retained committed version.
+    pub fn retained_version(&self, seq: u64) -> Result<Arc<Version>> {
+        let retained = self.retained.lock();
+        retained
+            .iter()
+            .find(|v| v.seq == seq)
+            .cloned()
+            .ok_or_else(|| {
+                let range = match (retained.front(), retained.back()) {
+                    (Some(a), Some(b)) => format!("{} to {}", a.seq, b.seq),
+                    _ => "none".into(),
+                };
+                Error::InvalidArgument(format!(
+                    "version {seq} is not retained (retained versions: {range})"
+                ))
+            })
+    }
+
+    /// A fresh version id.
+    pub fn next_version_id(&self) -> u64 {
+        self.next_id
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// The oldest version some reader, batch or overlay still uses, or that is retained.
     pub fn oldest_pinned(&self) -> Option<u64> {
-        self.pins.lock().keys().next().copied()
+        let pinned = self.pins.lock().keys().next().copied();
+        let retained = self.retained.lock().front().map(|v| v.seq);
+        match (pinned, retained) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 
     /// Note which segments hold no live data, so they can be deleted once no reader needs
@@ -489,10 +594,20 @@ impl Inner {
             .collect()
     }
 
-    /// The bytes of a value.
-    pub fn value_bytes(&self, key: &KeyPath, value: ValueRef<'_>) -> Result<Vec<u8>> {
+    /// The bytes of a value as seen from `version` (whose overlays may hold values not
+    /// written yet).
+    pub fn value_bytes(
+        &self,
+        version: &Version,
+        key: &KeyPath,
+        value: ValueRef<'_>,
+    ) -> Result<Vec<u8>> {
         match value {
             ValueRef::Inline(v) => Ok(v.to_vec()),
+            ValueRef::External(x) if x.loc == crate::commit::UNWRITTEN => version
+                .unwritten_value(key)
+                .map(<[u8]>::to_vec)
+                .ok_or_else(|| Error::InvalidArgument("an overlay value is missing".into())),
             ValueRef::External(x) => {
                 self.counters.value_read(x.len);
                 self.segments.read_value(key, &x)
@@ -527,7 +642,7 @@ impl Inner {
 pub struct ReadView {
     pub(crate) inner: Arc<Inner>,
     pub(crate) version: Arc<Version>,
-    pin: Pin,
+    _pin: Pin,
 }
 
 fn sorted_distinct(keys: &[KeyPath]) -> Vec<KeyPath> {
@@ -538,9 +653,18 @@ fn sorted_distinct(keys: &[KeyPath]) -> Vec<KeyPath> {
 }
 
 impl ReadView {
-    /// The version's commit sequence number.
+    /// A view of `version`, pinning the committed version it rests on.
+    pub(crate) fn of(inner: &Arc<Inner>, version: Arc<Version>) -> ReadView {
+        ReadView {
+            _pin: Pin::new(inner, version.committed_base_seq()),
+            inner: inner.clone(),
+            version,
+        }
+    }
+
+    /// The version's commit sequence number (for an overlay: the one it gets when committed).
     pub fn seq(&self) -> u64 {
-        self.pin.seq
+        self.version.seq
     }
 
     /// The version's state root.
@@ -576,7 +700,7 @@ impl ReadView {
             .pop()
             .ok_or_else(|| Error::InvalidArgument("page not loaded".into()))?;
         match page.get(key) {
-            Some(v) => self.inner.value_bytes(key, v).map(Some),
+            Some(v) => self.inner.value_bytes(&self.version, key, v).map(Some),
             None => Ok(None),
         }
     }
@@ -590,7 +714,7 @@ impl ReadView {
             .map(|key| {
                 let (prefix, _) = self.version.dir.locate(key);
                 match pages.get(&prefix).and_then(|p| p.get(key)) {
-                    Some(v) => self.inner.value_bytes(key, v).map(Some),
+                    Some(v) => self.inner.value_bytes(&self.version, key, v).map(Some),
                     None => Ok(None),
                 }
             })

@@ -42,6 +42,13 @@ pub struct Options {
     pub max_space_amplification: f64,
     /// Run the cleaner after commits when disk use passes the limit. Default: true.
     pub auto_clean: bool,
+    /// Committed versions kept for historical reads, proofs and rollback (the latest
+    /// included). Default: 4. At least 1. Their pages stay on disk while retained, so disk use
+    /// grows by what the retained commits rewrote.
+    pub retained_versions: usize,
+    /// The most memory all overlays (finished, uncommitted batches) may hold together.
+    /// Default: 4 GiB.
+    pub max_overlay_bytes: u64,
 }
 
 impl Default for Options {
@@ -57,10 +64,14 @@ impl Default for Options {
             checkpoint_log_bytes: 64 << 20,
             max_space_amplification: 2.0,
             auto_clean: true,
+            retained_versions: 4,
+            max_overlay_bytes: 4 << 30,
         }
     }
 }
 
+/// The most committed versions that can be retained.
+pub const MAX_RETAINED_VERSIONS: usize = 4096;
 /// The smallest segment allowed.
 pub const MIN_SEGMENT_BYTES: u64 = 1 << 20;
 /// The largest segment allowed.
@@ -83,6 +94,12 @@ impl Options {
             return Err(Error::InvalidArgument(format!(
                 "max_space_amplification must be at least 1.2, not {}",
                 self.max_space_amplification
+            )));
+        }
+        if self.retained_versions == 0 || self.retained_versions > MAX_RETAINED_VERSIONS {
+            return Err(Error::InvalidArgument(format!(
+                "retained_versions must be between 1 and {MAX_RETAINED_VERSIONS}, not {}",
+                self.retained_versions
             )));
         }
         if self.checkpoint_log_bytes == 0 {

@@ -82,7 +82,7 @@ impl Iterator for Entries<'_> {
         Some(
             self.view
                 .inner
-                .value_bytes(entry.key, entry.value)
+                .value_bytes(&self.view.version, entry.key, entry.value)
                 .map(|bytes| (*entry.key, bytes)),
         )
     }

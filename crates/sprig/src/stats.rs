@@ -167,6 +167,12 @@ pub struct Stats {
     pub live_bytes: u64,
     /// The latest commit's sequence number.
     pub seq: u64,
+    /// Bytes held by live overlays (uncommitted changes).
+    pub overlay_bytes: u64,
+    /// Live overlays.
+    pub overlays: u64,
+    /// Committed versions retained for historical reads and rollback.
+    pub retained_versions: u64,
 }
 
 impl Stats {

@@ -2,10 +2,11 @@
 //! which turns them into a [`Pending`] commit with its new root and witness.
 
 use super::rewrite::{merge_sparse, rewrite_regions, RegionWork};
-use super::{Change, Pending, Region};
+use super::{Change, Region};
 use crate::db::{Inner, Pin, Version, MAX_VALUE_BYTES};
 use crate::directory::{DirNode, PageRef};
 use crate::error::{Error, Result};
+use crate::overlay::{overlay_bytes, OverlayParts, OverlayState, Pending};
 use crate::page::{Page, MAX_INLINE_VALUE_BYTES};
 use crate::prefix::Prefix;
 use crate::stats::ReadKind;
@@ -25,10 +26,10 @@ pub struct WriteBatch {
 }
 
 impl WriteBatch {
-    pub(super) fn new(inner: Arc<Inner>) -> WriteBatch {
-        let base = inner.head();
+    /// A batch on `base` (a committed version or an overlay).
+    pub(crate) fn on(inner: Arc<Inner>, base: Arc<Version>) -> WriteBatch {
         WriteBatch {
-            pin: Pin::new(&inner, base.seq),
+            pin: Pin::new(&inner, base.committed_base_seq()),
             inner,
             base,
             changes: BTreeMap::new(),
@@ -62,7 +63,7 @@ impl WriteBatch {
         self.prefetch(&[*key])?;
         let (prefix, _) = self.base.dir.locate(key);
         match self.pages.get(&prefix).and_then(|p| p.get(key)) {
-            Some(v) => self.inner.value_bytes(key, v).map(Some),
+            Some(v) => self.inner.value_bytes(&self.base, key, v).map(Some),
             None => Ok(None),
         }
     }
@@ -105,8 +106,10 @@ impl WriteBatch {
         Ok(())
     }
 
-    /// Apply the batch in memory: the new root, and the witness of every key read or written.
+    /// Apply the batch in memory: an overlay with the new root, and the witness of every key
+    /// read or written against the base root.
     pub fn finish(mut self) -> Result<Pending> {
+        self.base.check_usable(self.inner.head().seq)?;
         let hasher = self.inner.hasher;
         let touched: Vec<KeyPath> = {
             let mut k: Vec<KeyPath> = self.changes.keys().copied().collect();
@@ -166,9 +169,11 @@ impl WriteBatch {
 
         let mut regions: Vec<Region> = Vec::new();
         let mut freed_values = Vec::new();
+        let mut freed_unwritten = Vec::new();
         let mut splits = 0u64;
         for (work, r) in works.iter().zip(rewritten) {
             freed_values.extend(r.freed);
+            freed_unwritten.extend(r.freed_unwritten);
             splits += r.splits;
             if let Some(subtree) = r.subtree {
                 regions.push((work.prefix, subtree));
@@ -186,18 +191,30 @@ impl WriteBatch {
         for (_, subtree) in &regions {
             crate::log::record::for_each_page_ref(subtree, &mut |_| new_pages += 1);
         }
-        Ok(Pending {
-            inner: self.inner,
-            base: self.base,
-            _pin: self.pin,
-            dir,
+        let charge = self.inner.overlay_memory.charge(
+            overlay_bytes(new_pages, &new_values),
+            self.inner.options.max_overlay_bytes,
+        )?;
+        let parts = OverlayParts {
             regions,
             new_values,
             freed_values,
+            freed_unwritten,
             witness,
             splits,
             merges,
             new_pages,
+        };
+        let version = Arc::new(Version {
+            id: self.inner.next_version_id(),
+            seq: new_seq,
+            dir,
+            overlay: Some(OverlayState::new(self.base.clone(), parts, charge)),
+        });
+        Ok(Pending {
+            inner: self.inner,
+            version,
+            _pin: Arc::new(self.pin),
         })
     }
 }

@@ -17,13 +17,12 @@ mod write;
 pub use batch::WriteBatch;
 
 use crate::cleaner::CleanMode;
-use crate::db::{Db, Inner, Pin, Version};
-use crate::directory::{DirNode, Directory};
+use crate::db::Db;
+use crate::directory::DirNode;
 use crate::error::{Error, Result};
+use crate::overlay::Pending;
 use crate::prefix::Prefix;
 use sprig_core::trie::{KeyPath, Node};
-use sprig_core::Witness;
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 /// The location of a value not yet written (resolved at commit).
@@ -33,22 +32,6 @@ pub(crate) const UNWRITTEN: u64 = u64::MAX;
 pub(crate) type Change = (KeyPath, Option<Vec<u8>>);
 /// A replaced region of the directory and its new subtree.
 pub(crate) type Region = (Prefix, Arc<DirNode>);
-
-/// The result of a finished batch: the new root and witness, ready to commit.
-pub struct Pending {
-    pub(crate) inner: Arc<Inner>,
-    pub(crate) base: Arc<Version>,
-    pub(crate) _pin: Pin,
-    pub(crate) dir: Directory,
-    pub(crate) regions: Vec<Region>,
-    pub(crate) new_values: BTreeMap<KeyPath, Vec<u8>>,
-    pub(crate) freed_values: Vec<u64>,
-    pub(crate) witness: Witness,
-    pub(crate) splits: u64,
-    pub(crate) merges: u64,
-    /// Pages the commit will write.
-    pub(crate) new_pages: u64,
-}
 
 /// What a commit did.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -70,11 +53,13 @@ pub struct CommitInfo {
 impl Db {
     /// Start a batch of reads and changes on the latest version.
     pub fn begin(&self) -> WriteBatch {
-        WriteBatch::new(self.inner.clone())
+        WriteBatch::on(self.inner.clone(), self.inner.head())
     }
 
-    /// Make a finished batch durable and the latest version. Fails with [`Error::Stale`] if
-    /// another commit happened since the batch began.
+    /// Make a finished batch (an overlay) durable and the latest version, committing its
+    /// uncommitted ancestor overlays first. Fails with [`Error::Stale`] if another commit
+    /// happened since the batch began, and with an error naming the overlay if it was
+    /// discarded or superseded.
     pub fn commit(&self, pending: Pending) -> Result<CommitInfo> {
         if !Arc::ptr_eq(&pending.inner, &self.inner) {
             return Err(Error::InvalidArgument(
@@ -93,37 +78,5 @@ impl Db {
         }
         let pending = self.begin().finish()?;
         self.inner.commit(pending, CleanMode::Explicit).map(Some)
-    }
-}
-
-impl Pending {
-    /// The state root after this batch.
-    pub fn root(&self) -> Node {
-        self.dir.root_node()
-    }
-
-    /// The state root before this batch.
-    pub fn base_root(&self) -> Node {
-        self.base.dir.root_node()
-    }
-
-    /// The version this batch was built on.
-    pub fn base_seq(&self) -> u64 {
-        self.base.seq
-    }
-
-    /// The number of entries after this batch.
-    pub fn len(&self) -> u64 {
-        self.dir.len()
-    }
-
-    /// Whether the state is empty after this batch.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    /// The witness of every key the batch read or wrote, against the base root.
-    pub fn witness(&self) -> &Witness {
-        &self.witness
     }
 }

@@ -41,6 +41,9 @@ pub(super) struct Rewritten {
     pub splits: u64,
     /// Value-log records no longer referenced.
     pub freed: Vec<u64>,
+    /// Keys whose value, new in an ancestor overlay and not written yet, is no longer
+    /// referenced.
+    pub freed_unwritten: Vec<KeyPath>,
 }
 
 /// Rewrite every region, spreading them over the available cores.
@@ -118,6 +121,7 @@ fn rewrite_region(
             subtree: None,
             splits: 0,
             freed: Vec::new(),
+            freed_unwritten: Vec::new(),
         });
     }
 
@@ -126,14 +130,17 @@ fn rewrite_region(
     let mut items: Vec<(KeyPath, ValueRef<'_>)> =
         Vec::with_capacity(old_items.len() + changes.len());
     let mut freed = Vec::new();
+    let mut freed_unwritten = Vec::new();
     let mut old = old_items.into_iter().peekable();
     for ((key, change), (_, hash)) in changes.iter().zip(&change_hashes) {
         while let Some(e) = old.next_if(|e| e.0 < *key) {
             items.push(e);
         }
         if let Some((_, v)) = old.next_if(|e| e.0 == *key) {
-            if let Some(x) = v.external() {
-                freed.push(x.loc);
+            match v.external() {
+                Some(x) if x.loc == UNWRITTEN => freed_unwritten.push(*key),
+                Some(x) => freed.push(x.loc),
+                None => {}
             }
         }
         if let (Some(value), Some(hash)) = (change, hash) {
@@ -179,6 +186,7 @@ fn rewrite_region(
         subtree: Some(subtree),
         splits,
         freed,
+        freed_unwritten,
     })
 }
 

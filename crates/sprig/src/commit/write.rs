@@ -2,9 +2,9 @@
 //! sequential runs, sync, append the commit record to the log, sync, publish the new version;
 //! then housekeeping (checkpoints, deleting segments no version needs).
 
-use super::{CommitInfo, Pending, UNWRITTEN};
+use super::{CommitInfo, UNWRITTEN};
 use crate::cleaner::CleanMode;
-use crate::db::{Inner, Version};
+use crate::db::{Inner, Version, Writer};
 use crate::directory::{DirNode, PageLoc, PageRef};
 use crate::error::{Error, Result};
 use crate::io::BlockBuf;
@@ -15,6 +15,7 @@ use crate::log::segments::{
 };
 use crate::log::wal::{wal_file_name, Wal};
 use crate::options::SyncPolicy;
+use crate::overlay::Pending;
 use crate::page::Page;
 use sprig_core::trie::KeyPath;
 use std::collections::{BTreeSet, HashMap};
@@ -27,6 +28,18 @@ struct ValueLocs {
     new: HashMap<KeyPath, u64>,
     /// Relocated values: old location → new location.
     moved: HashMap<u64, u64>,
+    /// The overlay's parent: values its pages inherited from committed ancestor overlays.
+    parent: Option<Arc<Version>>,
+}
+
+impl ValueLocs {
+    /// Where the value for `key` that was not written when its page was built went.
+    fn unwritten(&self, key: &KeyPath) -> Option<u64> {
+        self.new
+            .get(key)
+            .copied()
+            .or_else(|| self.parent.as_ref().and_then(|p| p.written_value(key)))
+    }
 }
 
 /// The blocks of a value record.
@@ -42,20 +55,66 @@ struct Write {
 }
 
 impl Inner {
-    /// Commit `pending`, with cleaning in `mode`.
-    pub(crate) fn commit(&self, pending: Pending, mode: CleanMode) -> Result<CommitInfo> {
+    /// Commit the overlay `pending` and its uncommitted ancestors (oldest first), with
+    /// cleaning in `mode`. Returns what the last commit did.
+    pub(crate) fn commit(
+        self: &Arc<Self>,
+        pending: Pending,
+        mode: CleanMode,
+    ) -> Result<CommitInfo> {
         let mut w = self.writer.lock();
+        let mut chain: Vec<Arc<Version>> = Vec::new();
+        let mut v = pending.version.clone();
+        while let Some(o) = &v.overlay {
+            if o.is_committed() {
+                break;
+            }
+            let parent = o.parent.clone();
+            chain.push(v);
+            v = parent;
+        }
+        if chain.is_empty() {
+            return Err(Error::InvalidArgument(format!(
+                "overlay {} was already committed",
+                pending.version.id
+            )));
+        }
+        drop(pending);
+        let mut last = None;
+        for version in chain.into_iter().rev() {
+            last = Some(self.commit_one(&mut w, &version, mode)?);
+        }
+        last.ok_or_else(|| Error::InvalidArgument("nothing to commit".into()))
+    }
+
+    /// Commit one overlay whose parent is the latest version.
+    fn commit_one(
+        self: &Arc<Self>,
+        w: &mut Writer,
+        version: &Arc<Version>,
+        mode: CleanMode,
+    ) -> Result<CommitInfo> {
         if let Some(reason) = &w.poisoned {
             return Err(Error::Poisoned(reason.clone()));
         }
         let head = self.head();
-        if head.seq != pending.base.seq {
+        let Some(pending) = &version.overlay else {
+            return Err(Error::InvalidArgument("not an overlay".into()));
+        };
+        version.check_usable(head.seq)?;
+        if pending.parent.id != head.id {
             return Err(Error::Stale {
-                base: pending.base.seq,
+                base: pending.parent.seq,
                 head: head.seq,
             });
         }
-        let freed: BTreeSet<u64> = pending.freed_values.iter().copied().collect();
+        let mut freed: BTreeSet<u64> = pending.freed_values.iter().copied().collect();
+        for key in &pending.freed_unwritten {
+            let l = pending.parent.written_value(key).ok_or_else(|| {
+                Error::InvalidArgument("an ancestor overlay's value has no location".into())
+            })?;
+            freed.insert(l);
+        }
         let relocation = if self.options.auto_clean || mode == CleanMode::Explicit {
             let incoming = pending.new_pages
                 + pending
@@ -88,14 +147,17 @@ impl Inner {
         let mut written_pages: Vec<(u64, Arc<Page>)> = Vec::new();
 
         // Value records first: pages point at them.
-        let mut locs = ValueLocs::default();
+        let mut locs = ValueLocs {
+            parent: Some(pending.parent.clone()),
+            ..ValueLocs::default()
+        };
         let mut values_written = Vec::new();
         for (key, value) in &pending.new_values {
             let l = self.queue_value(&mut w.table, &mut writes, key, value)?;
             locs.new.insert(*key, l);
             values_written.push((l, value_blocks(value)?, *key));
         }
-        let mut values_freed: Vec<u64> = pending.freed_values.clone();
+        let mut values_freed: Vec<u64> = freed.iter().copied().collect();
         for (old, (key, value)) in &relocation.values {
             let l = self.queue_value(&mut w.table, &mut writes, key, value)?;
             locs.moved.insert(*old, l);
@@ -115,11 +177,12 @@ impl Inner {
             )?;
             regions.push((*prefix, node));
         }
+        let entries = version.dir.len();
 
         let record = CommitRecord {
             seq,
-            root: pending.dir.root_node(),
-            entries: pending.dir.len(),
+            root: version.dir.root_node(),
+            entries,
             regions,
             values_written,
             values_freed,
@@ -151,7 +214,13 @@ impl Inner {
 
         let dir = apply_record(&head.dir, &mut w.table, &record)
             .map_err(|e| Error::corruption(wal_file_name(w.wal.id()), 0, e.to_string()))?;
-        self.set_head(Arc::new(Version { seq, dir }));
+        pending.mark_committed(locs.new.clone());
+        self.set_head(Arc::new(Version {
+            id: version.id,
+            seq,
+            dir,
+            overlay: None,
+        }));
         for (l, page) in written_pages.iter() {
             self.cache.insert(*l, page.clone());
         }
@@ -162,12 +231,9 @@ impl Inner {
             .written(data_bytes + log_bytes, written_pages.len() as u64);
         self.counters.reshaped(pending.splits, pending.merges);
         self.counters.cleaned(pages_relocated, values_relocated, 0);
-        // The batch no longer needs its base version: release its pin before deciding which
-        // segments can be deleted.
-        drop(pending);
 
-        self.refresh_emptied(&mut w);
-        self.after_commit(&mut w)?;
+        self.refresh_emptied(w);
+        self.after_commit(w)?;
         Ok(CommitInfo {
             seq,
             root: record.root,
@@ -245,7 +311,7 @@ impl Inner {
         let patched = page
             .with_relocated_values(|key, x| {
                 let to = if x.loc == UNWRITTEN {
-                    locs.new.get(key).copied()
+                    locs.unwritten(key)
                 } else {
                     locs.moved.get(&x.loc).copied()
                 };

@@ -1,0 +1,304 @@
+//! Overlays: uncommitted changes on top of a committed version or on top of another overlay.
+//!
+//! A finished write batch is an overlay ([`Pending`]): a full version of the state whose
+//! changed regions live in memory, with its own root, reads, proofs and witness. Batches can
+//! begin on an overlay (block on block), and several overlays can share a parent (forks, like
+//! unfinalized chain branches). Committing an overlay commits its uncommitted ancestors first,
+//! in order. An overlay is *superseded* once the database has reached its sequence number by
+//! another path (a sibling was committed, or a rollback), and *discarded* when asked; using
+//! either, or a descendant of either, is an error. Overlay memory is counted against a limit.
+
+use crate::commit::{Region, WriteBatch};
+use crate::db::{Inner, Pin, ReadView, Version};
+use crate::error::{Error, Result};
+use parking_lot::Mutex;
+use sprig_core::trie::{KeyPath, Node};
+use sprig_core::Witness;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::sync::Arc;
+
+const LIVE: u8 = 0;
+const COMMITTED: u8 = 1;
+const DISCARDED: u8 = 2;
+
+/// Bytes of overlay memory in use, shared by every overlay of a database.
+#[derive(Default)]
+pub(crate) struct OverlayMemory {
+    bytes: AtomicU64,
+    count: AtomicU64,
+}
+
+impl OverlayMemory {
+    /// Reserve `bytes` against `limit`, or fail with a sentence saying what to do.
+    pub fn charge(self: &Arc<Self>, bytes: u64, limit: u64) -> Result<MemoryCharge> {
+        let before = self.bytes.fetch_add(bytes, Ordering::Relaxed);
+        if before + bytes > limit {
+            self.bytes.fetch_sub(bytes, Ordering::Relaxed);
+            return Err(Error::InvalidArgument(format!(
+                "overlay memory limit of {limit} bytes reached ({before} in use, {bytes} more needed): \
+                 commit or drop overlays, or raise Options::max_overlay_bytes"
+            )));
+        }
+        self.count.fetch_add(1, Ordering::Relaxed);
+        Ok(MemoryCharge {
+            memory: self.clone(),
+            bytes,
+        })
+    }
+
+    /// Bytes in use.
+    pub fn bytes(&self) -> u64 {
+        self.bytes.load(Ordering::Relaxed)
+    }
+
+    /// Overlays alive.
+    pub fn count(&self) -> u64 {
+        self.count.load(Ordering::Relaxed)
+    }
+}
+
+/// Memory held by one overlay, released when the overlay is freed.
+pub(crate) struct MemoryCharge {
+    memory: Arc<OverlayMemory>,
+    bytes: u64,
+}
+
+impl Drop for MemoryCharge {
+    fn drop(&mut self) {
+        self.memory.bytes.fetch_sub(self.bytes, Ordering::Relaxed);
+        self.memory.count.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// What an overlay changes relative to its parent, and its life cycle.
+pub(crate) struct OverlayState {
+    /// The version (committed or overlay) this one builds on.
+    pub parent: Arc<Version>,
+    /// Replaced regions relative to the parent, with in-memory pages.
+    pub regions: Vec<Region>,
+    /// Values for the value log, written at commit.
+    pub new_values: BTreeMap<KeyPath, Vec<u8>>,
+    /// Committed value records this overlay stops referencing.
+    pub freed_values: Vec<u64>,
+    /// Ancestors' new values this overlay stops referencing (resolved when committed).
+    pub freed_unwritten: Vec<KeyPath>,
+    /// The witness of the batch that made this overlay, against the parent's root.
+    pub witness: Witness,
+    pub splits: u64,
+    pub merges: u64,
+    /// Pages the commit will write.
+    pub new_pages: u64,
+    status: AtomicU8,
+    /// Where `new_values` went once committed.
+    written: Mutex<HashMap<KeyPath, u64>>,
+    _memory: MemoryCharge,
+}
+
+/// The parts of an overlay made by a finished batch.
+pub(crate) struct OverlayParts {
+    pub regions: Vec<Region>,
+    pub new_values: BTreeMap<KeyPath, Vec<u8>>,
+    pub freed_values: Vec<u64>,
+    pub freed_unwritten: Vec<KeyPath>,
+    pub witness: Witness,
+    pub splits: u64,
+    pub merges: u64,
+    pub new_pages: u64,
+}
+
+impl OverlayState {
+    pub fn new(parent: Arc<Version>, parts: OverlayParts, memory: MemoryCharge) -> OverlayState {
+        OverlayState {
+            parent,
+            regions: parts.regions,
+            new_values: parts.new_values,
+            freed_values: parts.freed_values,
+            freed_unwritten: parts.freed_unwritten,
+            witness: parts.witness,
+            splits: parts.splits,
+            merges: parts.merges,
+            new_pages: parts.new_pages,
+            status: AtomicU8::new(LIVE),
+            written: Mutex::new(HashMap::new()),
+            _memory: memory,
+        }
+    }
+
+    pub fn is_committed(&self) -> bool {
+        self.status.load(Ordering::Acquire) == COMMITTED
+    }
+
+    /// Record that the overlay is durable, with where its values went.
+    pub fn mark_committed(&self, written: HashMap<KeyPath, u64>) {
+        *self.written.lock() = written;
+        self.status.store(COMMITTED, Ordering::Release);
+    }
+
+    fn discard(&self) {
+        // A committed overlay stays committed: discarding it only drops the handle.
+        let _ = self
+            .status
+            .compare_exchange(LIVE, DISCARDED, Ordering::AcqRel, Ordering::Acquire);
+    }
+}
+
+impl Version {
+    /// Fail if this version is an overlay that can no longer be used: discarded, superseded
+    /// (the database reached its sequence number without it), or built on one that is.
+    pub(crate) fn check_usable(&self, head_seq: u64) -> Result<()> {
+        let mut v = self;
+        while let Some(o) = &v.overlay {
+            match o.status.load(Ordering::Acquire) {
+                DISCARDED => {
+                    return Err(Error::InvalidArgument(format!(
+                        "overlay {} (version {}) was discarded",
+                        v.id, v.seq
+                    )))
+                }
+                LIVE if head_seq >= v.seq => return Err(Error::InvalidArgument(format!(
+                    "overlay {} (version {}) was superseded: the database is at version {head_seq}",
+                    v.id, v.seq
+                ))),
+                _ => {}
+            }
+            v = &o.parent;
+        }
+        Ok(())
+    }
+
+    /// The bytes of a value that an overlay in this version's chain holds for `key` and has
+    /// not written yet.
+    pub(crate) fn unwritten_value(&self, key: &KeyPath) -> Option<&[u8]> {
+        let mut v = self;
+        while let Some(o) = &v.overlay {
+            if let Some(bytes) = o.new_values.get(key) {
+                return Some(bytes);
+            }
+            v = &o.parent;
+        }
+        None
+    }
+
+    /// The sequence number of the committed version at the bottom of this version's chain.
+    pub(crate) fn committed_base_seq(&self) -> u64 {
+        let mut v = self;
+        while let Some(o) = &v.overlay {
+            v = &o.parent;
+        }
+        v.seq
+    }
+
+    /// Where a committed ancestor overlay wrote its value for `key`.
+    pub(crate) fn written_value(&self, key: &KeyPath) -> Option<u64> {
+        let mut v = self;
+        while let Some(o) = &v.overlay {
+            if let Some(l) = o.written.lock().get(key) {
+                return Some(*l);
+            }
+            v = &o.parent;
+        }
+        None
+    }
+}
+
+/// Uncommitted changes: a finished batch, on top of a committed version or another overlay.
+/// Cheap to clone; clones are the same overlay.
+#[derive(Clone)]
+pub struct Pending {
+    pub(crate) inner: Arc<Inner>,
+    pub(crate) version: Arc<Version>,
+    pub(crate) _pin: Arc<Pin>,
+}
+
+impl Pending {
+    /// The state root after this overlay.
+    pub fn root(&self) -> Node {
+        self.version.dir.root_node()
+    }
+
+    /// The state root of the version this overlay builds on.
+    pub fn base_root(&self) -> Node {
+        self.state().map_or([0; 32], |o| o.parent.dir.root_node())
+    }
+
+    /// The sequence number of the version this overlay builds on.
+    pub fn base_seq(&self) -> u64 {
+        self.version.seq.saturating_sub(1)
+    }
+
+    /// The sequence number this overlay gets when committed.
+    pub fn seq(&self) -> u64 {
+        self.version.seq
+    }
+
+    /// The number of entries in this overlay's state.
+    pub fn len(&self) -> u64 {
+        self.version.dir.len()
+    }
+
+    /// Whether this overlay's state is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The witness of every key the batch read or wrote, against the base root.
+    pub fn witness(&self) -> &Witness {
+        /// Every `Pending` is made by `finish` and so has overlay state; this never shows.
+        static NONE: Witness = Witness {
+            keys: Vec::new(),
+            proof: sprig_core::MultiProof { nodes: Vec::new() },
+        };
+        self.state().map_or(&NONE, |o| &o.witness)
+    }
+
+    /// Whether this overlay has been committed.
+    pub fn is_committed(&self) -> bool {
+        self.state().is_some_and(OverlayState::is_committed)
+    }
+
+    pub(crate) fn state(&self) -> Option<&OverlayState> {
+        self.version.overlay.as_ref()
+    }
+
+    /// A read view of this overlay's state: values, proofs and witnesses against its root.
+    pub fn view(&self) -> Result<ReadView> {
+        self.version.check_usable(self.inner.head().seq)?;
+        Ok(ReadView::of(&self.inner, self.version.clone()))
+    }
+
+    /// Fail if this overlay was discarded or superseded.
+    pub fn check(&self) -> Result<()> {
+        self.version.check_usable(self.inner.head().seq)
+    }
+
+    /// Start a batch on top of this overlay (a block on this block, or a fork when several
+    /// batches start on the same overlay).
+    pub fn begin(&self) -> Result<WriteBatch> {
+        self.version.check_usable(self.inner.head().seq)?;
+        Ok(WriteBatch::on(self.inner.clone(), self.version.clone()))
+    }
+
+    /// Drop this overlay: it and every overlay built on it can no longer be read or committed.
+    /// A committed overlay is unaffected.
+    pub fn discard(self) {
+        if let Some(o) = self.state() {
+            o.discard();
+        }
+    }
+
+    /// Bytes of memory this overlay's changes hold (pages and values).
+    pub fn memory_bytes(&self) -> u64 {
+        self.state().map_or(0, |o| o._memory.bytes)
+    }
+}
+
+/// The memory an overlay's changes take: its in-memory pages and its new values.
+pub(crate) fn overlay_bytes(new_pages: u64, new_values: &BTreeMap<KeyPath, Vec<u8>>) -> u64 {
+    const PAGE_BYTES: u64 = crate::io::BLOCK_BYTES as u64 + 256;
+    new_pages * PAGE_BYTES
+        + new_values
+            .values()
+            .map(|v| v.len() as u64 + 64)
+            .sum::<u64>()
+}
