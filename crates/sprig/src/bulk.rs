@@ -597,15 +597,21 @@ impl Db {
             .storage
             .remove(&checkpoint_file_name(w.checkpoint_seq));
         w.checkpoint_seq = seq;
-        w.log_bytes_since_checkpoint = 0;
         w.table = out.table;
         let root = dir.root_node();
-        inner.set_head(Arc::new(Version {
+        let snapshot = crate::db::Snapshot {
+            seq,
+            table: w.table.clone(),
+            wal_id: new_wal_id,
+            wal_end: 0,
+        };
+        let version = Arc::new(Version {
             id: inner.next_version_id(),
             seq,
             dir,
             overlay: None,
-        }));
+        });
+        inner.reset_history(w, version, snapshot);
         inner.counters.written(out.bytes, out.pages);
         inner.counters.checkpoint();
         Ok(BulkReport {

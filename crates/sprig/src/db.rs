@@ -54,12 +54,26 @@ impl std::fmt::Debug for Version {
     }
 }
 
+/// What a checkpoint of a retained version needs besides its directory: the segment
+/// accounting as of that version and where the log continues after it.
+#[derive(Clone)]
+pub(crate) struct Snapshot {
+    pub seq: u64,
+    pub table: SegmentTable,
+    pub wal_id: u32,
+    pub wal_end: u64,
+}
+
 /// State owned by the single writer.
 pub(crate) struct Writer {
     pub table: SegmentTable,
     pub wal: Wal,
+    /// The sequence number of the latest checkpoint file.
     pub checkpoint_seq: u64,
-    pub log_bytes_since_checkpoint: u64,
+    /// One snapshot per retained version, oldest first (the same versions as
+    /// `Inner::retained`): checkpoints are taken of the oldest, so that every retained
+    /// version survives a reopen.
+    pub history: std::collections::VecDeque<Snapshot>,
     /// Set after a failed write or sync: no more writes until reopened.
     pub poisoned: Option<String>,
     /// Segments with no live data, and the commit after which they became empty.
@@ -206,18 +220,17 @@ impl Db {
         };
         let recovered = recover(storage.as_ref(), &manifest, options.retained_versions)?;
         let next_id = std::sync::atomic::AtomicU64::new(1);
-        let mut history: Vec<Arc<Version>> = recovered
-            .history
-            .into_iter()
-            .map(|(seq, dir)| {
-                Arc::new(Version {
-                    id: next_id.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
-                    seq,
-                    dir,
-                    overlay: None,
-                })
-            })
-            .collect();
+        let mut snapshots = std::collections::VecDeque::new();
+        let mut history: Vec<Arc<Version>> = Vec::new();
+        for (dir, snapshot) in recovered.history {
+            history.push(Arc::new(Version {
+                id: next_id.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+                seq: snapshot.seq,
+                dir,
+                overlay: None,
+            }));
+            snapshots.push_back(snapshot);
+        }
         let head = history.pop().unwrap_or_else(|| {
             Arc::new(Version {
                 id: 0,
@@ -237,7 +250,7 @@ impl Db {
                 table: recovered.table,
                 wal: recovered.wal,
                 checkpoint_seq: recovered.checkpoint_seq,
-                log_bytes_since_checkpoint: recovered.log_bytes,
+                history: snapshots,
                 poisoned: None,
                 emptied: BTreeMap::new(),
             }),
@@ -321,7 +334,8 @@ impl Db {
         self.len() == 0
     }
 
-    /// Write a checkpoint of the latest version now (it bounds the work of the next open).
+    /// Write a checkpoint now: of the oldest retained version, so that the next open replays
+    /// only the commit records of the retained versions (and every one of them survives).
     pub fn checkpoint(&self) -> Result<()> {
         let mut w = self.inner.writer.lock();
         self.inner.checkpoint_locked(&mut w)
@@ -372,12 +386,11 @@ fn create_files(storage: &dyn Storage, options: &Options) -> Result<Manifest> {
 }
 
 struct Recovered {
-    /// The last versions replayed, oldest first, ending with the latest: (seq, directory).
-    history: Vec<(u64, Directory)>,
+    /// The last versions replayed, oldest first, ending with the latest.
+    history: Vec<(Directory, Snapshot)>,
     table: SegmentTable,
     wal: Wal,
     checkpoint_seq: u64,
-    log_bytes: u64,
 }
 
 /// Load the latest checkpoint, replay every complete commit record after it, drop a torn
@@ -409,11 +422,18 @@ fn recover(storage: &dyn Storage, manifest: &Manifest, keep: usize) -> Result<Re
     let mut dir = cp.dir;
     let mut table = cp.table;
     let keep = keep.max(1);
-    let mut history: std::collections::VecDeque<(u64, Directory)> =
+    let mut history: std::collections::VecDeque<(Directory, Snapshot)> =
         std::collections::VecDeque::new();
-    history.push_back((seq, dir.clone()));
+    history.push_back((
+        dir.clone(),
+        Snapshot {
+            seq,
+            table: table.clone(),
+            wal_id: cp.wal_id,
+            wal_end: cp.wal_offset,
+        },
+    ));
     let mut end = 0u64;
-    let mut log_bytes = 0u64;
     let last_id = wal_ids.last().copied().unwrap_or(cp.wal_id);
     for id in &wal_ids {
         let name = wal_file_name(*id);
@@ -449,12 +469,19 @@ fn recover(storage: &dyn Storage, manifest: &Manifest, keep: usize) -> Result<Re
                 )
             })?;
             seq = record.seq;
-            history.push_back((seq, dir.clone()));
+            history.push_back((
+                dir.clone(),
+                Snapshot {
+                    seq,
+                    table: table.clone(),
+                    wal_id: *id,
+                    wal_end: rec.end,
+                },
+            ));
             if history.len() > keep {
                 history.pop_front();
             }
         }
-        log_bytes += replay.end - start;
         end = replay.end;
     }
     let wal = Wal::reopen(storage, last_id, end)?;
@@ -464,7 +491,6 @@ fn recover(storage: &dyn Storage, manifest: &Manifest, keep: usize) -> Result<Re
         table,
         wal,
         checkpoint_seq,
-        log_bytes,
     })
 }
 
@@ -495,10 +521,30 @@ impl Inner {
         self.head.read().clone()
     }
 
-    /// Publish a new latest version and retain it.
-    pub fn set_head(&self, version: Arc<Version>) {
+    /// Publish a new latest version (just made durable by the writer `w`) and retain it.
+    pub fn set_head(&self, w: &mut Writer, version: Arc<Version>) {
+        w.history.push_back(Snapshot {
+            seq: version.seq,
+            table: w.table.clone(),
+            wal_id: w.wal.id(),
+            wal_end: w.wal.end(),
+        });
+        while w.history.len() > self.options.retained_versions.max(1) {
+            w.history.pop_front();
+        }
         *self.head.write() = version.clone();
         self.retain(version);
+    }
+
+    /// Forget every retained version but `version`, the new latest, whose checkpoint is
+    /// `snapshot` (after a bulk load, which rewrites the whole database).
+    pub fn reset_history(&self, w: &mut Writer, version: Arc<Version>, snapshot: Snapshot) {
+        w.history.clear();
+        w.history.push_back(snapshot);
+        *self.head.write() = version.clone();
+        let mut retained = self.retained.lock();
+        retained.clear();
+        retained.push_back(version);
     }
 
     /// Keep a committed version for historical reads, dropping the oldest past the limit.
@@ -549,6 +595,10 @@ impl Inner {
     pub fn refresh_emptied(&self, w: &mut Writer) {
         let head_seq = self.head().seq;
         let active = w.table.active;
+        let table = &w.table;
+        // A segment live again (a rollback) is no longer waiting to be deleted.
+        w.emptied
+            .retain(|id, _| table.segments.get(id).is_some_and(|m| m.live_blocks() == 0));
         for (id, meta) in &w.table.segments {
             if *id != active && meta.live_blocks() == 0 {
                 w.emptied.entry(*id).or_insert(head_seq);

@@ -306,6 +306,42 @@ impl Directory {
     }
 }
 
+/// Collect every page of a subtree at `pos` (position and reference), in key order.
+pub fn pages_under(node: &DirNode, pos: Prefix, out: &mut Vec<(Prefix, PageRef)>) {
+    match node {
+        DirNode::Empty => {}
+        DirNode::Page(r) => out.push((pos, r.clone())),
+        DirNode::Branch(b) => {
+            pages_under(&b.children[0], pos.child(false), out);
+            pages_under(&b.children[1], pos.child(true), out);
+        }
+    }
+}
+
+/// The regions where `to` differs from `from`: each the highest position below which the two
+/// trees differ and at which one of them is a page or an empty region, with `to`'s subtree.
+/// Shared subtrees are skipped without being walked.
+pub fn diff(
+    from: &Arc<DirNode>,
+    to: &Arc<DirNode>,
+    pos: Prefix,
+    out: &mut Vec<(Prefix, Arc<DirNode>)>,
+) {
+    if Arc::ptr_eq(from, to) {
+        return;
+    }
+    match (from.as_ref(), to.as_ref()) {
+        (DirNode::Branch(a), DirNode::Branch(b)) => {
+            diff(&a.children[0], &b.children[0], pos.child(false), out);
+            diff(&a.children[1], &b.children[1], pos.child(true), out);
+        }
+        (DirNode::Empty, DirNode::Empty) => {}
+        (DirNode::Page(a), DirNode::Page(b)) if matches!((&a.loc, &b.loc), (PageLoc::Disk(x), PageLoc::Disk(y)) if x == y) =>
+            {}
+        _ => out.push((pos, to.clone())),
+    }
+}
+
 fn replace_at(
     hasher: Hasher,
     node: &Arc<DirNode>,

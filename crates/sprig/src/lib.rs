@@ -36,6 +36,7 @@ mod options;
 mod overlay;
 pub mod page;
 pub mod prefix;
+mod rollback;
 mod scan;
 mod stats;
 

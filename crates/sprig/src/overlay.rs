@@ -156,10 +156,12 @@ impl Version {
                         v.id, v.seq
                     )))
                 }
-                LIVE if head_seq >= v.seq => return Err(Error::InvalidArgument(format!(
+                LIVE if head_seq >= v.seq => {
+                    return Err(Error::InvalidArgument(format!(
                     "overlay {} (version {}) was superseded: the database is at version {head_seq}",
                     v.id, v.seq
-                ))),
+                )))
+                }
                 _ => {}
             }
             v = &o.parent;

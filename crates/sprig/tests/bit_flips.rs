@@ -39,9 +39,14 @@ fn storage(s: &FaultStorage) -> Arc<dyn Storage> {
 /// The byte ranges of each segment file that the latest version reads and checks: its pages
 /// (whole blocks) and its value records (header and value, not the padding after).
 fn live_ranges(base: &FaultStorage) -> BTreeMap<String, Vec<(u64, u64)>> {
-    // A checkpoint of a copy holds the latest directory and every live value record.
+    // A checkpoint of a copy holds the latest directory and every live value record (with a
+    // single retained version, checkpoints are of the latest one).
     let copy = base.fork();
-    let db = Db::open_with_storage(storage(&copy), options()).unwrap();
+    let single = sprig::Options {
+        retained_versions: 1,
+        ..options()
+    };
+    let db = Db::open_with_storage(storage(&copy), single).unwrap();
     let seq = db.seq();
     db.checkpoint().unwrap();
     drop(db);

@@ -4,7 +4,7 @@
 
 use super::{Change, Region, UNWRITTEN};
 use crate::db::Inner;
-use crate::directory::{DirNode, Directory, PageLoc, PageRef};
+use crate::directory::{pages_under, DirNode, Directory, PageLoc, PageRef};
 use crate::error::{Error, Result};
 use crate::page::{
     fits, ExternalValue, Layout, Page, ValueRef, MAX_INLINE_VALUE_BYTES, PAGE_BODY_BYTES,
@@ -215,18 +215,6 @@ fn subtree_of(hasher: Hasher, layout: Layout<'_>, seq: u64) -> Result<Arc<DirNod
             subtree_of(hasher, *l, seq)?,
             subtree_of(hasher, *r, seq)?,
         ))),
-    }
-}
-
-/// Collect every page of a subtree (position and reference), in key order.
-fn pages_under(node: &DirNode, pos: Prefix, out: &mut Vec<(Prefix, PageRef)>) {
-    match node {
-        DirNode::Empty => {}
-        DirNode::Page(r) => out.push((pos, r.clone())),
-        DirNode::Branch(b) => {
-            pages_under(&b.children()[0], pos.child(false), out);
-            pages_under(&b.children()[1], pos.child(true), out);
-        }
     }
 }
 

@@ -8,7 +8,7 @@ use crate::db::{Inner, Version, Writer};
 use crate::directory::{DirNode, PageLoc, PageRef};
 use crate::error::{Error, Result};
 use crate::io::BlockBuf;
-use crate::log::checkpoint::{checkpoint_file_name, Checkpoint};
+use crate::log::checkpoint::Checkpoint;
 use crate::log::record::{apply_record, CommitRecord};
 use crate::log::segments::{
     encode_value_record, loc_block, loc_offset, loc_segment, segment_file_name, value_record_blocks,
@@ -210,17 +210,19 @@ impl Inner {
             return Err(e);
         }
         let log_bytes = 2 * payload.len() as u64;
-        w.log_bytes_since_checkpoint += log_bytes;
 
         let dir = apply_record(&head.dir, &mut w.table, &record)
             .map_err(|e| Error::corruption(wal_file_name(w.wal.id()), 0, e.to_string()))?;
         pending.mark_committed(locs.new.clone());
-        self.set_head(Arc::new(Version {
-            id: version.id,
-            seq,
-            dir,
-            overlay: None,
-        }));
+        self.set_head(
+            w,
+            Arc::new(Version {
+                id: version.id,
+                seq,
+                dir,
+                overlay: None,
+            }),
+        );
         for (l, page) in written_pages.iter() {
             self.cache.insert(*l, page.clone());
         }
@@ -391,28 +393,35 @@ impl Inner {
 
     /// Housekeeping after a commit: checkpoint when the log has grown, delete segments no
     /// version needs any more.
-    fn after_commit(&self, w: &mut crate::db::Writer) -> Result<()> {
-        if w.log_bytes_since_checkpoint >= self.options.checkpoint_log_bytes {
+    pub(crate) fn after_commit(&self, w: &mut crate::db::Writer) -> Result<()> {
+        if w.wal.end() >= self.options.checkpoint_log_bytes {
             self.checkpoint_locked(w)?;
         }
         self.delete_emptied(w);
         Ok(())
     }
 
-    /// Write a checkpoint of the latest version and start a new commit log.
+    /// Start a new commit log and write a checkpoint of the oldest retained version (so a
+    /// reopen replays every retained version), then delete the logs and checkpoints older
+    /// than it.
     pub(crate) fn checkpoint_locked(&self, w: &mut crate::db::Writer) -> Result<()> {
         if let Some(reason) = &w.poisoned {
             return Err(Error::Poisoned(reason.clone()));
         }
-        let head = self.head();
+        let snapshot = w
+            .history
+            .front()
+            .cloned()
+            .ok_or_else(|| Error::InvalidArgument("no version to checkpoint".into()))?;
+        let version = self.retained_version(snapshot.seq)?;
         let new_wal_id = w.wal.id() + 1;
         let result = Wal::create(self.storage.as_ref(), new_wal_id).and_then(|wal| {
             Checkpoint {
-                seq: head.seq,
-                wal_id: new_wal_id,
-                wal_offset: 0,
-                table: w.table.clone(),
-                dir: head.dir.clone(),
+                seq: snapshot.seq,
+                wal_id: snapshot.wal_id,
+                wal_offset: snapshot.wal_end,
+                table: snapshot.table.clone(),
+                dir: version.dir.clone(),
             }
             .store(self.storage.as_ref())?;
             Ok(wal)
@@ -424,15 +433,20 @@ impl Inner {
                 return Err(e);
             }
         };
-        let old_wal = std::mem::replace(&mut w.wal, wal);
-        let old_checkpoint = w.checkpoint_seq;
-        w.checkpoint_seq = head.seq;
-        w.log_bytes_since_checkpoint = 0;
+        w.wal = wal;
+        w.checkpoint_seq = snapshot.seq;
         self.counters.checkpoint();
-        // The old log and checkpoint are no longer needed; a failure to delete costs space only.
-        let _ = self.storage.remove(&wal_file_name(old_wal.id()));
-        if old_checkpoint != head.seq {
-            let _ = self.storage.remove(&checkpoint_file_name(old_checkpoint));
+        // Older logs and checkpoints are no longer needed; a failure to delete costs space only.
+        if let Ok(names) = self.storage.list() {
+            for name in names {
+                let old = crate::log::wal::parse_wal_file_name(&name)
+                    .is_some_and(|id| id < snapshot.wal_id)
+                    || crate::log::checkpoint::parse_checkpoint_file_name(&name)
+                        .is_some_and(|seq| seq < snapshot.seq);
+                if old {
+                    let _ = self.storage.remove(&name);
+                }
+            }
         }
         Ok(())
     }

@@ -39,6 +39,8 @@ pub struct WalRecord {
     pub payload: Vec<u8>,
     /// Where the record starts in its file.
     pub offset: u64,
+    /// Where the record ends (the next one starts) in its file.
+    pub end: u64,
 }
 
 /// What replaying a WAL file found.
@@ -278,6 +280,7 @@ fn parse_records(name: &str, bytes: &[u8], base: u64) -> Result<Replay> {
             seq: h.seq,
             payload: payload.to_vec(),
             offset,
+            end: base + end as u64,
         });
         at = end;
         replay.end = base + at as u64;

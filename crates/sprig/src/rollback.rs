@@ -1,0 +1,139 @@
+//! Rollback: make a retained committed version the latest again, durably.
+//!
+//! A rollback is an ordinary commit: its record replaces every region where the latest
+//! directory differs from the target's by the target's subtree (whose pages are still on
+//! disk, pinned by the retained version), and moves the value-log accounting back. It is as
+//! atomic and durable as any commit, and it gets the next sequence number; the versions in
+//! between stay readable while retained.
+
+use crate::commit::CommitInfo;
+use crate::db::{Db, Version};
+use crate::directory::{diff, pages_under, DirNode, PageRef};
+use crate::error::{Error, Result};
+use crate::log::record::{apply_record, CommitRecord};
+use crate::log::segments::value_record_blocks;
+use crate::log::wal::wal_file_name;
+use crate::options::SyncPolicy;
+use crate::page::ValueRef;
+use crate::prefix::Prefix;
+use crate::stats::ReadKind;
+use sprig_core::trie::KeyPath;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+impl Db {
+    /// Make the retained version `seq` the latest again, durably, as a new commit. Fails if
+    /// `seq` is not retained (see `Options::retained_versions`). Rolling back to the latest
+    /// version does nothing.
+    pub fn rollback_to(&self, seq: u64) -> Result<CommitInfo> {
+        let inner = &self.inner;
+        let mut w = inner.writer.lock();
+        if let Some(reason) = &w.poisoned {
+            return Err(Error::Poisoned(reason.clone()));
+        }
+        let head = inner.head();
+        let target = inner.retained_version(seq)?;
+        if target.seq == head.seq {
+            return Ok(CommitInfo {
+                seq: head.seq,
+                root: head.dir.root_node(),
+                pages_written: 0,
+                bytes_written: 0,
+                pages_relocated: 0,
+                values_relocated: 0,
+            });
+        }
+        let mut regions: Vec<(Prefix, Arc<DirNode>)> = Vec::new();
+        diff(
+            head.dir.tree(),
+            target.dir.tree(),
+            Prefix::root(),
+            &mut regions,
+        );
+
+        // Values referenced on one side of the changed regions and not on the other.
+        let mut from_pages = Vec::new();
+        let mut to_pages = Vec::new();
+        for (prefix, subtree) in &regions {
+            if let Some(old) = head.dir.node_at(prefix) {
+                pages_under(old, *prefix, &mut from_pages);
+            }
+            pages_under(subtree, *prefix, &mut to_pages);
+        }
+        let from = self.external_values(&from_pages)?;
+        let to = self.external_values(&to_pages)?;
+        let values_freed: Vec<u64> = from
+            .keys()
+            .filter(|l| !to.contains_key(l))
+            .copied()
+            .collect();
+        let values_written: Vec<(u64, u32, KeyPath)> = to
+            .iter()
+            .filter(|(l, _)| !from.contains_key(l))
+            .map(|(l, (key, len))| {
+                let blocks = u32::try_from(value_record_blocks(*len)).unwrap_or(u32::MAX);
+                (*l, blocks, *key)
+            })
+            .collect();
+
+        let next = head.seq + 1;
+        let record = CommitRecord {
+            seq: next,
+            root: target.dir.root_node(),
+            entries: target.dir.len(),
+            regions,
+            values_written,
+            values_freed,
+            segment_heads: Vec::new(),
+        };
+        let payload = record
+            .encode()
+            .map_err(|e| Error::InvalidArgument(e.to_string()))?;
+        let sync = inner.options.sync == SyncPolicy::Always;
+        if let Err(e) = w.wal.append(next, &payload, sync) {
+            w.poisoned = Some(e.to_string());
+            return Err(e);
+        }
+        let log_bytes = 2 * payload.len() as u64;
+        let dir = apply_record(&head.dir, &mut w.table, &record)
+            .map_err(|e| Error::corruption(wal_file_name(w.wal.id()), 0, e.to_string()))?;
+        inner.set_head(
+            &mut w,
+            Arc::new(Version {
+                id: inner.next_version_id(),
+                seq: next,
+                dir,
+                overlay: None,
+            }),
+        );
+        inner.counters.commit();
+        inner.counters.written(log_bytes, 0);
+        inner.refresh_emptied(&mut w);
+        inner.after_commit(&mut w)?;
+        Ok(CommitInfo {
+            seq: next,
+            root: record.root,
+            pages_written: 0,
+            bytes_written: log_bytes,
+            pages_relocated: 0,
+            values_relocated: 0,
+        })
+    }
+
+    /// The value-log records the given pages point at: location → (key, length).
+    fn external_values(
+        &self,
+        pages: &[(Prefix, PageRef)],
+    ) -> Result<BTreeMap<u64, (KeyPath, u64)>> {
+        let loaded = self.inner.load_pages(pages, ReadKind::Maintenance)?;
+        let mut out = BTreeMap::new();
+        for page in loaded {
+            for e in page.iter() {
+                if let ValueRef::External(x) = e.value {
+                    out.insert(x.loc, (*e.key, x.len));
+                }
+            }
+        }
+        Ok(out)
+    }
+}
