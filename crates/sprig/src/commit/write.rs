@@ -79,6 +79,18 @@ impl Inner {
                 pending.version.id
             )));
         }
+        // Refuse the whole chain before writing any of it: an unusable overlay anywhere in it,
+        // or a bottom that no longer rests on the latest version.
+        let head = self.head();
+        pending.version.check_usable(head.seq)?;
+        if let Some(base) = chain.last().and_then(|v| v.overlay.as_ref()) {
+            if base.parent.id != head.id {
+                return Err(Error::Stale {
+                    base: base.parent.seq,
+                    head: head.seq,
+                });
+            }
+        }
         drop(pending);
         let mut last = None;
         for version in chain.into_iter().rev() {
