@@ -39,6 +39,11 @@ impl WriteBatch {
     }
 
     /// The version this batch reads from and builds on.
+    pub(crate) fn base(&self) -> &Arc<Version> {
+        &self.base
+    }
+
+    /// The sequence number of the version this batch builds on.
     pub fn base_seq(&self) -> u64 {
         self.base.seq
     }

@@ -1,0 +1,117 @@
+//! Independent writable handles: a state that is read and changed on its own, duplicated in
+//! O(1), and made durable when its owner decides (what lsm-tree users know as `duplicate`).
+//!
+//! A handle is a thin owner of a version: the committed version it started from, or the
+//! overlay its last applied batch produced. Applying a batch stacks a new overlay on the
+//! handle's state; duplicating shares the state, so two duplicates that then apply different
+//! batches are two forks of one parent. Committing a handle commits its chain of overlays.
+//! The database has one line of committed history, so once one handle's changes are committed,
+//! the others' overlays at the same heights are superseded and refuse further use with a clear
+//! error — as every fork does (see `overlay.rs`).
+
+use crate::cleaner::CleanMode;
+use crate::commit::{CommitInfo, WriteBatch};
+use crate::db::{Db, Inner, ReadView};
+use crate::error::{Error, Result};
+use crate::overlay::Pending;
+use sprig_core::Node;
+use std::sync::Arc;
+
+/// An independent writable state of a database. Cheap to duplicate; each duplicate changes
+/// on its own. Uncommitted changes live in memory (counted against
+/// `Options::max_overlay_bytes`) until [`Handle::commit`].
+#[derive(Clone)]
+pub struct Handle {
+    inner: Arc<Inner>,
+    state: State,
+}
+
+#[derive(Clone)]
+enum State {
+    /// A committed version, pinned.
+    Committed(Arc<ReadView>),
+    /// The overlay of the last applied batch.
+    Overlay(Pending),
+}
+
+impl Db {
+    /// A writable handle on the latest committed version.
+    pub fn handle(&self) -> Handle {
+        Handle {
+            inner: self.inner.clone(),
+            state: State::Committed(Arc::new(self.view())),
+        }
+    }
+}
+
+impl Handle {
+    /// A second handle on the same state; from here on the two change independently.
+    pub fn duplicate(&self) -> Handle {
+        self.clone()
+    }
+
+    /// The state root of this handle's state.
+    pub fn root(&self) -> Node {
+        match &self.state {
+            State::Committed(view) => view.root(),
+            State::Overlay(pending) => pending.root(),
+        }
+    }
+
+    /// Whether the handle holds changes that are not committed.
+    pub fn has_uncommitted(&self) -> bool {
+        matches!(&self.state, State::Overlay(p) if !p.is_committed())
+    }
+
+    /// A read view of this handle's state (values, proofs, witnesses, scans).
+    pub fn view(&self) -> Result<ReadView> {
+        match &self.state {
+            State::Committed(view) => Ok(ReadView::of(&self.inner, view.version.clone())),
+            State::Overlay(pending) => pending.view(),
+        }
+    }
+
+    /// Start a batch on this handle's state; [`Handle::apply`] makes it the handle's state.
+    pub fn begin(&self) -> Result<WriteBatch> {
+        match &self.state {
+            State::Committed(view) => Ok(WriteBatch::on(self.inner.clone(), view.version.clone())),
+            State::Overlay(pending) => pending.begin(),
+        }
+    }
+
+    /// Finish a batch begun on this handle and make its result the handle's state (in memory;
+    /// durable only after [`Handle::commit`]). Returns the new root.
+    pub fn apply(&mut self, batch: WriteBatch) -> Result<Node> {
+        let base = match &self.state {
+            State::Committed(view) => &view.version,
+            State::Overlay(pending) => &pending.version,
+        };
+        if !Arc::ptr_eq(batch.base(), base) {
+            return Err(Error::InvalidArgument(
+                "the batch was not begun on this handle's state".into(),
+            ));
+        }
+        let pending = batch.finish()?;
+        let root = pending.root();
+        self.state = State::Overlay(pending);
+        Ok(root)
+    }
+
+    /// Make this handle's changes durable: commit its chain of uncommitted overlays. Returns
+    /// `None` if there was nothing to commit. Afterwards the handle rests on the committed
+    /// version and its memory is released.
+    pub fn commit(&mut self) -> Result<Option<CommitInfo>> {
+        let State::Overlay(pending) = &self.state else {
+            return Ok(None);
+        };
+        if pending.is_committed() {
+            return Ok(None);
+        }
+        let info = self.inner.commit(pending.clone(), CleanMode::Auto)?;
+        // Rest on the committed version, if still retained, instead of the overlay's pages.
+        if let Ok(version) = self.inner.retained_version(info.seq) {
+            self.state = State::Committed(Arc::new(ReadView::of(&self.inner, version)));
+        }
+        Ok(Some(info))
+    }
+}
