@@ -1,0 +1,6 @@
+//! Placeholder until this tool lands.
+
+fn main() {
+    eprintln!("not built yet");
+    std::process::exit(2);
+}
