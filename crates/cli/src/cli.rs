@@ -1,0 +1,306 @@
+//! The command line: every command, option and default, with the help texts and examples
+//! that `--help` prints. Parsing only; the commands live in `commands`.
+
+use crate::keys::{KeyFormat, ValueFormat};
+use crate::records::FileFormat;
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use std::path::PathBuf;
+
+const EXIT_CODES: &str = "\
+Exit codes:
+  0  success
+  1  not found (get of a key that is not in the database)
+  2  bad usage (unknown command or option, missing argument)
+  3  corruption (check found damaged pages, or a read failed its checks)
+  4  I/O failure (or the database is locked by another process)
+  5  invalid input (malformed key, value, file or proof) or a proof that does not verify
+  6  no database at --db, or one already exists where init would create one
+
+Examples:
+  sprig demo                                  # 1,000,000 keys, batches, proofs, stats
+  sprig init --db ./state --hasher sha256
+  sprig --db ./state put --key-format text alice 100
+  sprig --db ./state get --key-format text alice
+  sprig --db ./state import state.jsonl       # atomic: all of it or nothing
+  sprig --db ./state prove --key-format text alice --out alice.proof.json
+  sprig verify alice.proof.json --root <ROOT> # offline, no database needed
+  sprig --db ./state check --json
+
+The database directory comes from --db or the SPRIG_DB environment variable.
+Every write command (put, delete, import) is one atomic, durable commit: when it
+returns, the change is on disk and the new root is printed. There is no separate
+commit step and nothing to roll back after an error.";
+
+/// Operate and inspect a Sprig database: keys, import/export, proofs, stats, checks.
+#[derive(Debug, Parser)]
+#[command(name = "sprig", version, after_help = EXIT_CODES)]
+pub struct Cli {
+    /// The database directory.
+    #[arg(long, short = 'd', global = true, env = "SPRIG_DB", value_name = "DIR")]
+    pub db: Option<PathBuf>,
+    /// Print one JSON document on stdout instead of text (errors too); no progress bars.
+    #[arg(long, global = true)]
+    pub json: bool,
+    /// The command.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The commands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Create a new, empty database.
+    #[command(after_help = "Example:\n  sprig init --db ./state --hasher keccak256")]
+    Init(InitArgs),
+    /// Set one key to a value (one durable commit); prints the new root.
+    #[command(
+        after_help = "Examples:\n  sprig --db ./state put --key-format text alice 100\n  \
+        sprig --db ./state put --value-format hex <64-hex-digit key path> 0x0a0b"
+    )]
+    Put(PutArgs),
+    /// Print the values of keys (exit code 1 if any is missing).
+    #[command(after_help = "Example:\n  sprig --db ./state get --key-format text alice bob")]
+    Get(GetArgs),
+    /// Delete keys, given as arguments or one per line in a file (one durable commit).
+    #[command(
+        after_help = "Examples:\n  sprig --db ./state delete --key-format text alice\n  \
+        sprig --db ./state delete --from stale-keys.txt"
+    )]
+    Delete(DeleteArgs),
+    /// Print the latest state root and commit sequence number.
+    #[command(after_help = "Example:\n  sprig --db ./state root --json")]
+    Root,
+    /// Load key-values from a JSON Lines or binary file, atomically.
+    #[command(after_help = "\
+An import is all or nothing: into an empty database it is a bulk load published at the
+end; otherwise every record is staged in one batch and committed once. An import that is
+interrupted or meets a bad record leaves the database exactly as it was.
+
+JSON Lines: {\"key\": \"<key>\", \"value\": \"<value>\"} per line; \"value\": null deletes.
+Binary: the format `export --format binary` writes (see docs/CLI.md).
+
+Examples:
+  sprig --db ./state import state.jsonl
+  sprig --db ./state import --key-format text --value-format text accounts.jsonl
+  sprig --db ./copy import state.bin")]
+    Import(ImportArgs),
+    /// Write every key-value to a JSON Lines or binary file, in key-path order.
+    #[command(after_help = "\
+Sprig stores key paths (the 32-byte hashes of byte keys), not the original byte keys, so
+export writes key paths; import them back with the default --key-format path.
+
+Examples:
+  sprig --db ./state export state.jsonl
+  sprig --db ./state export --format binary state.bin")]
+    Export(ExportArgs),
+    /// Prove the values (or absence) of keys against the latest root.
+    #[command(after_help = "\
+One key gives a path proof, several a multi-proof, --witness a block witness. The JSON
+document carries the root, the claimed values and the proof; binary is the bare encoding
+of docs/PROOF_FORMAT.md.
+
+Examples:
+  sprig --db ./state prove --key-format text alice --out alice.json
+  sprig --db ./state prove --from keys.txt --witness --format binary --out block.wit")]
+    Prove(ProveArgs),
+    /// Check a proof or witness against a root, offline (no database needed).
+    #[command(after_help = "\
+A JSON proof is checked against --root (or, with a warning, the root it names) and every
+value it claims is checked. A binary proof needs --root, and --key for path and multi-proofs;
+--value (one per --key) checks values.
+
+Examples:
+  sprig verify alice.json --root 5f3a...e1
+  sprig verify block.wit --root 5f3a...e1
+  sprig verify alice.bin --root 5f3a...e1 --key-format text --key alice --value-format text --value 100")]
+    Verify(VerifyArgs),
+    /// Entries, pages, disk use, space amplification, RAM estimate, version, hasher.
+    #[command(after_help = "Example:\n  sprig --db ./state stats --json")]
+    Stats,
+    /// Read every page and value and verify it against the directory (exit code 3 if damaged).
+    #[command(after_help = "Example:\n  sprig --db ./state check")]
+    Check,
+    /// Create a demo database, load keys, commit batches, prove, verify, print stats.
+    #[command(after_help = "\
+The demo removes and recreates its directory (only if it holds a Sprig database).
+
+Examples:
+  sprig demo
+  sprig demo --keys 100000 --path /tmp/sprig-demo")]
+    Demo(DemoArgs),
+}
+
+/// A hasher name on the command line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum HasherArg {
+    /// BLAKE3 (the default).
+    Blake3,
+    /// SHA-256.
+    Sha256,
+    /// Keccak-256 (Ethereum's).
+    Keccak256,
+}
+
+impl From<HasherArg> for sprig_core::Hasher {
+    fn from(h: HasherArg) -> Self {
+        match h {
+            HasherArg::Blake3 => sprig_core::Hasher::Blake3,
+            HasherArg::Sha256 => sprig_core::Hasher::Sha256,
+            HasherArg::Keccak256 => sprig_core::Hasher::Keccak256,
+        }
+    }
+}
+
+/// How keys on the command line or in a file are written.
+#[derive(Debug, Args)]
+pub struct KeyArgs {
+    /// How keys are written: 64-hex-digit key paths, or byte keys (hex or text) to hash.
+    #[arg(long, short = 'k', value_enum, default_value_t = KeyFormat::Path)]
+    pub key_format: KeyFormat,
+}
+
+/// `init`.
+#[derive(Debug, Args)]
+pub struct InitArgs {
+    /// The hash function of the trie (fixed for the database's life).
+    #[arg(long, value_enum, default_value_t = HasherArg::Blake3)]
+    pub hasher: HasherArg,
+    /// Size of each segment file in MiB (1 to 16384).
+    #[arg(long, default_value_t = 64, value_name = "MIB")]
+    pub segment_mib: u64,
+}
+
+/// `put`.
+#[derive(Debug, Args)]
+pub struct PutArgs {
+    #[command(flatten)]
+    pub keys: KeyArgs,
+    /// How the value is written.
+    #[arg(long, short = 'v', value_enum, default_value_t = ValueFormat::Text)]
+    pub value_format: ValueFormat,
+    /// The key.
+    pub key: String,
+    /// The value.
+    pub value: String,
+}
+
+/// `get`.
+#[derive(Debug, Args)]
+pub struct GetArgs {
+    #[command(flatten)]
+    pub keys: KeyArgs,
+    /// The keys.
+    #[arg(required = true)]
+    pub key: Vec<String>,
+}
+
+/// `delete`.
+#[derive(Debug, Args)]
+pub struct DeleteArgs {
+    #[command(flatten)]
+    pub keys: KeyArgs,
+    /// A file with one key per line (blank lines and lines starting with # are skipped).
+    #[arg(long, value_name = "FILE", required_unless_present = "key")]
+    pub from: Option<String>,
+    /// The keys.
+    pub key: Vec<String>,
+}
+
+/// `import`.
+#[derive(Debug, Args)]
+pub struct ImportArgs {
+    /// The input file.
+    pub file: String,
+    /// The file format (detected from the file's first bytes if not given).
+    #[arg(long, value_enum)]
+    pub format: Option<FileFormat>,
+    #[command(flatten)]
+    pub keys: KeyArgs,
+    /// How JSON Lines values are written.
+    #[arg(long, short = 'v', value_enum, default_value_t = ValueFormat::Hex)]
+    pub value_format: ValueFormat,
+}
+
+/// `export`.
+#[derive(Debug, Args)]
+pub struct ExportArgs {
+    /// The output file (`-`: stdout).
+    pub file: String,
+    /// The file format.
+    #[arg(long, value_enum, default_value_t = FileFormat::Jsonl)]
+    pub format: FileFormat,
+}
+
+/// The encoding of a proof file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ProofFormat {
+    /// A JSON document with the root, the claimed values and the proof.
+    Json,
+    /// The bare binary encoding (docs/PROOF_FORMAT.md).
+    Binary,
+}
+
+/// `prove`.
+#[derive(Debug, Args)]
+pub struct ProveArgs {
+    #[command(flatten)]
+    pub keys: KeyArgs,
+    /// A file with one key per line (blank lines and lines starting with # are skipped).
+    #[arg(long, value_name = "FILE", required_unless_present = "key")]
+    pub from: Option<String>,
+    /// Produce a block witness (keys and a multi-proof) instead of a proof.
+    #[arg(long)]
+    pub witness: bool,
+    /// The proof's encoding.
+    #[arg(long, value_enum, default_value_t = ProofFormat::Json)]
+    pub format: ProofFormat,
+    /// Write the proof here and print a summary (default: the proof goes to stdout).
+    #[arg(long, short = 'o', value_name = "FILE")]
+    pub out: Option<String>,
+    /// The keys.
+    pub key: Vec<String>,
+}
+
+/// `verify`.
+#[derive(Debug, Args)]
+pub struct VerifyArgs {
+    /// The proof file (JSON or binary, detected).
+    pub file: String,
+    /// The trusted state root, 64 hex digits.
+    #[arg(long, value_name = "HEX")]
+    pub root: Option<String>,
+    /// For binary proofs: a key to look up (repeat for a multi-proof).
+    #[arg(long = "key", value_name = "KEY")]
+    pub key: Vec<String>,
+    /// For binary proofs: the value each --key must have, in order.
+    #[arg(long = "value", value_name = "VALUE")]
+    pub value: Vec<String>,
+    #[command(flatten)]
+    pub keys: KeyArgs,
+    /// How --value is written.
+    #[arg(long, short = 'v', value_enum, default_value_t = ValueFormat::Hex)]
+    pub value_format: ValueFormat,
+}
+
+/// `demo`.
+#[derive(Debug, Args)]
+pub struct DemoArgs {
+    /// The demo database directory (removed and recreated).
+    #[arg(long, default_value = "sprig-demo-db", value_name = "DIR")]
+    pub path: PathBuf,
+    /// Keys to bulk load.
+    #[arg(long, default_value_t = 1_000_000)]
+    pub keys: u64,
+    /// Committed batches after the load.
+    #[arg(long, default_value_t = 5)]
+    pub batches: u64,
+    /// Changes per batch (updates, inserts and deletes).
+    #[arg(long, default_value_t = 10_000)]
+    pub batch_size: u64,
+    /// Keys to prove and verify.
+    #[arg(long, default_value_t = 100)]
+    pub samples: u64,
+    /// The hash function.
+    #[arg(long, value_enum, default_value_t = HasherArg::Blake3)]
+    pub hasher: HasherArg,
+}

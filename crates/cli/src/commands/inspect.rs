@@ -1,0 +1,146 @@
+//! `stats` and `check`: what a database holds and costs, and a full read of every page and
+//! value verified against the directory.
+
+use super::Ctx;
+use crate::error::{exit, CliError, CliResult};
+use crate::format::{bytes, grouped, hex};
+use crate::output::Outcome;
+use crate::progress;
+use serde_json::json;
+use sprig::Db;
+use std::path::Path;
+
+/// RAM the directory needs per leaf page: a page reference (~90 bytes) and its share of the
+/// branch nodes above it (docs/DESIGN.md).
+const DIRECTORY_BYTES_PER_PAGE: u64 = 192;
+
+/// The size of every file in the database directory.
+fn files_bytes(path: &Path) -> CliResult<u64> {
+    let entries = std::fs::read_dir(path)
+        .map_err(|e| CliError::io("listing", path.display().to_string(), e))?;
+    let mut total = 0u64;
+    for entry in entries {
+        let entry = entry.map_err(|e| CliError::io("listing", path.display().to_string(), e))?;
+        let meta = entry
+            .metadata()
+            .map_err(|e| CliError::io("reading", entry.path().display().to_string(), e))?;
+        if meta.is_file() {
+            total += meta.len();
+        }
+    }
+    Ok(total)
+}
+
+/// The figures `stats` and `demo` print.
+pub fn figures(db: &Db) -> CliResult<serde_json::Value> {
+    let s = db.stats();
+    let files = match db.path() {
+        Some(p) => files_bytes(p)?,
+        None => 0,
+    };
+    let directory_ram = s.pages * DIRECTORY_BYTES_PER_PAGE;
+    let cache_ram = s.cached_pages * sprig::io::BLOCK_BYTES as u64;
+    Ok(json!({
+        "entries": s.entries,
+        "pages": s.pages,
+        "seq": s.seq,
+        "hasher": db.hasher().name(),
+        "root": hex(&db.root()),
+        "retained_versions": s.retained_versions,
+        "disk_bytes": s.disk_bytes,
+        "live_bytes": s.live_bytes,
+        "files_bytes": files,
+        "space_amplification": s.space_amplification(),
+        "ram_estimate_bytes": directory_ram + cache_ram,
+        "directory_ram_estimate_bytes": directory_ram,
+        "page_cache_bytes": cache_ram,
+        "tool_version": env!("CARGO_PKG_VERSION"),
+    }))
+}
+
+/// Human lines for [`figures`].
+pub fn describe(f: &serde_json::Value) -> String {
+    let n = |k: &str| f.get(k).and_then(serde_json::Value::as_u64).unwrap_or(0);
+    let s = |k: &str| f.get(k).and_then(serde_json::Value::as_str).unwrap_or("");
+    let amp = f
+        .get("space_amplification")
+        .and_then(serde_json::Value::as_f64)
+        .unwrap_or(0.0);
+    format!(
+        "entries              {}\n\
+         pages                {}\n\
+         version              {} ({} retained)\n\
+         hasher               {}\n\
+         root                 {}\n\
+         disk (segments)      {}\n\
+         live data            {}\n\
+         all files            {}\n\
+         space amplification  {amp:.2}\n\
+         RAM estimate         {} (directory {}, page cache {})",
+        grouped(n("entries")),
+        grouped(n("pages")),
+        n("seq"),
+        n("retained_versions"),
+        s("hasher"),
+        s("root"),
+        bytes(n("disk_bytes")),
+        bytes(n("live_bytes")),
+        bytes(n("files_bytes")),
+        bytes(n("ram_estimate_bytes")),
+        bytes(n("directory_ram_estimate_bytes")),
+        bytes(n("page_cache_bytes")),
+    )
+}
+
+/// `stats`.
+pub fn stats(ctx: &Ctx) -> CliResult<Outcome> {
+    let db = ctx.open("stats")?;
+    let f = figures(&db)?;
+    let human = describe(&f);
+    Ok(Outcome::ok(f, human))
+}
+
+/// `check`: exit code 3 if anything is damaged.
+pub fn check(ctx: &Ctx) -> CliResult<Outcome> {
+    let db = ctx.open("check")?;
+    let bar = progress::bar(ctx.progress, 0, "checking", false);
+    let report = db.check(&mut |done, total| {
+        bar.set_length(total);
+        bar.set_position(done);
+    })?;
+    bar.finish_and_clear();
+    let problems: Vec<serde_json::Value> = report
+        .problems
+        .iter()
+        .map(|p| match p {
+            sprig::Error::Corruption { file, offset, what } => json!({
+                "kind": "corruption", "file": file, "offset": offset, "what": what,
+            }),
+            other => json!({"kind": "error", "what": other.to_string()}),
+        })
+        .collect();
+    let mut lines = vec![format!(
+        "checked {} pages, {} entries, {} values, {} read",
+        grouped(report.pages),
+        grouped(report.entries),
+        grouped(report.values),
+        bytes(report.bytes_read)
+    )];
+    for p in &report.problems {
+        lines.push(format!("  {p}"));
+    }
+    let doc = json!({
+        "clean": report.is_clean(), "pages": report.pages, "entries": report.entries,
+        "values": report.values, "bytes_read": report.bytes_read, "problems": problems,
+    });
+    if report.is_clean() {
+        lines.push("no problems found".into());
+    } else {
+        lines.push(format!("{} problem(s) found", report.problems.len()));
+    }
+    let mut outcome = Outcome::ok(doc, lines.join("\n"));
+    if !report.is_clean() {
+        outcome.code = exit::CORRUPTION;
+    }
+    Ok(outcome)
+}

@@ -1,0 +1,94 @@
+//! The commands. Each takes its parsed arguments and returns an [`Outcome`] or a
+//! [`CliError`]; none prints results or exits (see `output`). Only progress bars draw, on
+//! stderr.
+
+mod basic;
+mod demo;
+mod inspect;
+mod prove;
+mod transfer;
+mod verify;
+
+use crate::cli::{Cli, Command};
+use crate::error::{CliError, CliResult};
+use crate::output::{progress_allowed, Outcome};
+use sprig::{Db, Options};
+use std::path::{Path, PathBuf};
+
+/// What every command may need besides its own arguments.
+pub struct Ctx {
+    /// `--db`, if given.
+    pub db: Option<PathBuf>,
+    /// Whether progress bars draw.
+    pub progress: bool,
+}
+
+impl Ctx {
+    /// The `--db` path, or a usage error naming the command.
+    pub fn db_path(&self, command: &str) -> CliResult<&Path> {
+        self.db.as_deref().ok_or_else(|| {
+            CliError::Usage(format!(
+                "`sprig {command}` needs a database: pass --db DIR or set SPRIG_DB"
+            ))
+        })
+    }
+
+    /// Open the existing database at `--db`.
+    pub fn open(&self, command: &str) -> CliResult<Db> {
+        let path = self.db_path(command)?;
+        let options = Options {
+            create_if_missing: false,
+            ..Options::default()
+        };
+        Ok(Db::open(path, options)?)
+    }
+}
+
+/// Run the command `cli` names.
+pub fn run(cli: Cli) -> CliResult<Outcome> {
+    let ctx = Ctx {
+        db: cli.db,
+        progress: progress_allowed(cli.json),
+    };
+    match cli.command {
+        Command::Init(a) => basic::init(&ctx, &a),
+        Command::Put(a) => basic::put(&ctx, &a),
+        Command::Get(a) => basic::get(&ctx, &a),
+        Command::Delete(a) => basic::delete(&ctx, &a),
+        Command::Root => basic::root(&ctx),
+        Command::Import(a) => transfer::import(&ctx, &a),
+        Command::Export(a) => transfer::export(&ctx, &a),
+        Command::Prove(a) => prove::prove(&ctx, &a),
+        Command::Verify(a) => verify::verify(&a),
+        Command::Stats => inspect::stats(&ctx),
+        Command::Check => inspect::check(&ctx),
+        Command::Demo(a) => demo::demo(&ctx, &a),
+    }
+}
+
+/// The keys named on the command line and, with `from`, in a file (one per line; blank lines
+/// and `#` comments skipped), parsed with `parse`.
+pub fn gather_keys(
+    args: &[String],
+    from: Option<&str>,
+    parse: impl Fn(&str) -> Result<sprig::KeyPath, String>,
+) -> CliResult<Vec<sprig::KeyPath>> {
+    let mut keys = Vec::with_capacity(args.len());
+    for (i, text) in args.iter().enumerate() {
+        let key = parse(text).map_err(|e| CliError::input(format!("key {}", i + 1), e))?;
+        keys.push(key);
+    }
+    if let Some(path) = from {
+        let text = std::fs::read_to_string(path).map_err(|e| CliError::io("reading", path, e))?;
+        for (n, line) in text.lines().enumerate() {
+            let line = line.trim();
+            if line.is_empty() || line.starts_with('#') {
+                continue;
+            }
+            let key =
+                parse(line).map_err(|e| CliError::input(path, format!("line {}: {e}", n + 1)))?;
+            keys.push(key);
+        }
+    }
+    Ok(keys)
+}
