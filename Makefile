@@ -22,7 +22,7 @@ build:
 
 ## demo: the README's main command.
 demo:
-	$(CARGO) run --release -p sprig-core --example demo
+	$(CARGO) run --release -p sprig-cli -- demo
 
 ## fuzz-build: the cargo-fuzz targets compile (they run with `cargo fuzz run <target>`).
 fuzz-build:
