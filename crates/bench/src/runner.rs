@@ -1,0 +1,362 @@
+//! The two phases: `create` bulk-loads a database and records the workload state beside it;
+//! `run` generates batches, drives one engine through them, times them, reads the counters
+//! and, with `--check`, replays the same operations on the reference model. The runner owns
+//! the meaning of operations; engines only read, write and commit.
+
+use crate::cli::{EngineArgs, EngineKind, RunShapeArgs, WorkloadKind};
+use crate::engine::{self, Layout, Writes};
+use crate::report::{quantile, RunResult};
+use crate::sys;
+use crate::workload::{add_balance, initial_entries, Generator, Op, RunShape, WorkloadState};
+use anyhow::{bail, ensure, Context, Result};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use sprig::core::{Hasher, ReferenceModel};
+use sprig::{KeyPath, Node};
+use std::collections::{HashMap, HashSet};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+/// The largest database `--check` replays on the reference model (it recomputes the root
+/// from every entry after each batch).
+pub const MODEL_MAX_ENTRIES: u64 = 1 << 17;
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn bar(len: u64, what: &str, quiet: bool) -> ProgressBar {
+    let bar = ProgressBar::new(len);
+    if quiet {
+        bar.set_draw_target(ProgressDrawTarget::hidden());
+    }
+    let style = ProgressStyle::with_template(
+        "{prefix} [{elapsed_precise}] {wide_bar} {pos}/{len} ({eta}) {msg}",
+    )
+    .unwrap_or_else(|_| ProgressStyle::default_bar());
+    bar.set_style(style);
+    bar.set_prefix(what.to_string());
+    bar
+}
+
+/// Read the workload state of a database.
+pub fn load_state(layout: &Layout) -> Result<WorkloadState> {
+    let path = layout.state();
+    let text = std::fs::read_to_string(&path).with_context(|| {
+        format!(
+            "reading {} (was the database made with `sprig-bench create`?)",
+            path.display()
+        )
+    })?;
+    serde_json::from_str(&text).with_context(|| format!("parsing {}", path.display()))
+}
+
+fn save_state(layout: &Layout, state: &WorkloadState) -> Result<()> {
+    let tmp = layout.root.join("state.json.tmp");
+    std::fs::write(&tmp, serde_json::to_string_pretty(state)?)
+        .with_context(|| format!("writing {}", tmp.display()))?;
+    std::fs::rename(&tmp, layout.state()).context("replacing the workload state")
+}
+
+/// Create the database of `engine` under `dir`, replacing what is there.
+pub fn create(
+    engine: EngineKind,
+    dir: &Path,
+    workload: WorkloadKind,
+    entries: u64,
+    seed: u64,
+    args: &EngineArgs,
+) -> Result<WorkloadState> {
+    let layout = Layout::new(dir, engine);
+    if layout.root.exists() {
+        std::fs::remove_dir_all(&layout.root)
+            .with_context(|| format!("removing the old {}", layout.root.display()))?;
+    }
+    std::fs::create_dir_all(&layout.root)
+        .with_context(|| format!("creating {}", layout.root.display()))?;
+    let progress = bar(entries, &format!("create {}", engine.name()), false);
+    let started = Instant::now();
+    let mut items = initial_entries(workload, seed, entries);
+    let root = engine::create(engine, &layout.db(), args, entries, &mut items, &progress)?;
+    progress.finish_with_message(format!("done in {:.1} s", started.elapsed().as_secs_f64()));
+    let mut state = WorkloadState::new(workload, entries, seed);
+    state.created_root = root.map(|r| hex(&r));
+    save_state(&layout, &state)?;
+    eprintln!(
+        "created {} {} entries for {} in {:.1} s; {:.1} disk bytes per entry; root {}",
+        engine.name(),
+        entries,
+        workload.name(),
+        started.elapsed().as_secs_f64(),
+        sys::disk_bytes(&layout.db()) as f64 / entries.max(1) as f64,
+        state.created_root.as_deref().unwrap_or("(none)")
+    );
+    Ok(state)
+}
+
+/// The state a batch executes against: the values read from the engine at the batch's start
+/// and the batch's own writes so far.
+struct BatchState {
+    base: HashMap<KeyPath, Option<Vec<u8>>>,
+    local: HashMap<KeyPath, Option<Vec<u8>>>,
+}
+
+/// Somewhere operations can run: a batch over an engine, or the reference model.
+trait State {
+    fn get(&self, key: &KeyPath) -> Option<Vec<u8>>;
+    fn set(&mut self, key: KeyPath, value: Option<Vec<u8>>);
+}
+
+impl State for BatchState {
+    fn get(&self, key: &KeyPath) -> Option<Vec<u8>> {
+        self.local
+            .get(key)
+            .or_else(|| self.base.get(key))
+            .cloned()
+            .flatten()
+    }
+
+    fn set(&mut self, key: KeyPath, value: Option<Vec<u8>>) {
+        self.local.insert(key, value);
+    }
+}
+
+impl State for ReferenceModel {
+    fn get(&self, key: &KeyPath) -> Option<Vec<u8>> {
+        ReferenceModel::get(self, key).map(<[u8]>::to_vec)
+    }
+
+    fn set(&mut self, key: KeyPath, value: Option<Vec<u8>>) {
+        match value {
+            Some(v) => {
+                self.insert(key, v);
+            }
+            None => {
+                self.remove(&key);
+            }
+        }
+    }
+}
+
+/// Run `ops` in order on `state`; every `Read` result goes to `log`.
+fn execute(ops: &[Op], state: &mut impl State, log: &mut Vec<Option<Vec<u8>>>) {
+    for op in ops {
+        match op {
+            Op::Read(k) => log.push(state.get(k)),
+            Op::Add(k, delta) => {
+                let v = add_balance(state.get(k).as_deref(), *delta);
+                state.set(*k, Some(v));
+            }
+            Op::Put(k, v) => state.set(*k, Some(v.clone())),
+            Op::Delete(k) => state.set(*k, None),
+        }
+    }
+}
+
+/// The keys a batch reads before it can execute, each once, in first-use order.
+fn keys_read(ops: &[Op]) -> Vec<KeyPath> {
+    let mut seen = HashSet::new();
+    ops.iter()
+        .filter_map(|op| match op {
+            Op::Read(k) | Op::Add(k, _) => Some(*k),
+            Op::Put(..) | Op::Delete(_) => None,
+        })
+        .filter(|k| seen.insert(*k))
+        .collect()
+}
+
+/// A running digest: each step hashes the previous digest with new bytes.
+struct Digest(Node);
+
+impl Digest {
+    fn push(&mut self, bytes: &[u8]) {
+        let mut buf = Vec::with_capacity(33 + bytes.len());
+        buf.extend_from_slice(&self.0);
+        buf.extend_from_slice(bytes);
+        self.0 = Hasher::Blake3.hash_value(&buf);
+    }
+
+    fn push_read(&mut self, value: &Option<Vec<u8>>) {
+        match value {
+            Some(v) => {
+                let mut b = vec![1u8];
+                b.extend_from_slice(v);
+                self.push(&b);
+            }
+            None => self.push(&[0]),
+        }
+    }
+}
+
+/// Run `shape.batches` batches of the workload on `engine`'s database under `dir`.
+pub fn run(
+    engine: EngineKind,
+    dir: &Path,
+    shape: &RunShapeArgs,
+    args: &EngineArgs,
+    quiet: bool,
+) -> Result<RunResult> {
+    let layout = Layout::new(dir, engine);
+    let state = load_state(&layout)?;
+    let workload = state.workload;
+    ensure!(
+        !args.pipelined || engine == EngineKind::Sprig,
+        "--pipelined is Sprig's mode (stacked overlays); the peers run serially"
+    );
+    let mut model = if shape.check {
+        if state.batches_done != 0 || state.entries > MODEL_MAX_ENTRIES {
+            bail!(
+                "--check replays on the reference model only a database fresh from `create` \
+                 with at most {MODEL_MAX_ENTRIES} entries (this one: {} entries, {} batches \
+                 run); for larger ones use `compare --check`, which compares with NOMT's roots",
+                state.entries,
+                state.batches_done
+            );
+        }
+        let mut m = ReferenceModel::new(Hasher::Blake3);
+        for (k, v) in initial_entries(workload, state.seed, state.entries) {
+            m.insert(k, v);
+        }
+        if let Some(created) = &state.created_root {
+            ensure!(
+                *created == hex(&m.root()),
+                "the root after create differs from the reference model's"
+            );
+        }
+        Some(m)
+    } else {
+        None
+    };
+    let batch_size = shape.batch_size.unwrap_or(workload.default_batch());
+    ensure!(batch_size > 0, "--batch-size must be positive");
+    let run_shape = RunShape {
+        fresh_pct: shape.fresh,
+        batch: batch_size,
+    };
+    let first_batch = state.batches_done;
+    let entries_created = state.entries;
+    let seed = state.seed;
+    let mut db = engine::open(engine, &layout.db(), args)?;
+    let mut generator = Generator::new(state, run_shape);
+    let progress = bar(shape.batches, &format!("run {}", engine.name()), quiet);
+
+    let io_before = sys::proc_io();
+    let counters_before = db.counters();
+    let mut batch_ms = Vec::with_capacity(shape.batches as usize);
+    let mut read_total = Duration::ZERO;
+    let mut commit_total = Duration::ZERO;
+    let mut timed = Duration::ZERO;
+    let mut roots = Digest([0; 32]);
+    let mut reads = Digest([0; 32]);
+    let mut last_root = None;
+    let units_per_batch = workload.units_per_batch(batch_size);
+    for b in 0..shape.batches {
+        let ops = generator.next_batch();
+        let keys = keys_read(&ops);
+        let t0 = Instant::now();
+        let values = db.read(&keys)?;
+        let t1 = Instant::now();
+        let mut batch = BatchState {
+            base: keys.into_iter().zip(values).collect(),
+            local: HashMap::new(),
+        };
+        let mut log = Vec::new();
+        execute(&ops, &mut batch, &mut log);
+        let mut writes: Writes = batch.local.into_iter().collect();
+        writes.sort_unstable_by_key(|w| w.0);
+        let root = db.commit(writes)?;
+        let t2 = Instant::now();
+        read_total += t1 - t0;
+        commit_total += t2 - t1;
+        timed += t2 - t0;
+        batch_ms.push((t2 - t0).as_secs_f64() * 1e3);
+        for v in &log {
+            reads.push_read(v);
+        }
+        if let Some(r) = root {
+            roots.push(&r);
+            last_root = Some(r);
+        }
+        if let Some(m) = model.as_mut() {
+            let mut expected = Vec::new();
+            execute(&ops, m, &mut expected);
+            ensure!(
+                log == expected,
+                "batch {b}: lookups differ from the reference model"
+            );
+            if let Some(r) = root {
+                ensure!(
+                    r == m.root(),
+                    "batch {b}: root {} differs from the reference model's {}",
+                    hex(&r),
+                    hex(&m.root())
+                );
+            }
+        }
+        progress.inc(1);
+        progress.set_message(format!(
+            "{:.0} {}/s",
+            (b + 1) as f64 * units_per_batch as f64 / timed.as_secs_f64().max(1e-9),
+            workload.unit()
+        ));
+    }
+    let t = Instant::now();
+    db.flush()?;
+    timed += t.elapsed();
+    progress.finish();
+    let io_after = sys::proc_io();
+    let counters_after = db.counters();
+    drop(db);
+    let new_state = generator.state().clone();
+    save_state(&layout, &new_state)?;
+
+    let units = units_per_batch * shape.batches;
+    let per_unit = |x: u64| x as f64 / units.max(1) as f64;
+    batch_ms.sort_by(f64::total_cmp);
+    let disk = sys::disk_bytes(&layout.db());
+    let (key_bytes, value_bytes) = workload.sizes();
+    let n = shape.batches.max(1) as f64;
+    Ok(RunResult {
+        engine,
+        workload,
+        entries_created,
+        entries_after: new_state.live(),
+        seed,
+        batches: shape.batches,
+        first_batch,
+        batch_size,
+        fresh_pct: shape.fresh,
+        key_bytes,
+        value_bytes,
+        unit: workload.unit().to_string(),
+        units,
+        seconds: timed.as_secs_f64(),
+        units_per_sec: units as f64 / timed.as_secs_f64().max(1e-9),
+        batch_ms_p50: quantile(&batch_ms, 0.5),
+        batch_ms_p99: quantile(&batch_ms, 0.99),
+        read_ms_mean: read_total.as_secs_f64() * 1e3 / n,
+        commit_ms_mean: commit_total.as_secs_f64() * 1e3 / n,
+        ssd_reads_per_unit: counters_before
+            .zip(counters_after)
+            .map(|(a, b)| per_unit(b.ssd_reads - a.ssd_reads)),
+        read_4k_per_unit: per_unit(io_after.read_bytes - io_before.read_bytes) / 4096.0,
+        written_bytes_per_unit: per_unit(io_after.write_bytes - io_before.write_bytes),
+        engine_written_bytes_per_unit: counters_before
+            .zip(counters_after)
+            .map(|(a, b)| per_unit(b.bytes_written - a.bytes_written)),
+        peak_rss_bytes: sys::peak_rss_bytes(),
+        cgroup_peak_bytes: None,
+        mem_cap_mb: None,
+        disk_bytes: disk,
+        disk_bytes_per_entry: disk as f64 / new_state.live().max(1) as f64,
+        config: args.clone(),
+        final_root: last_root.map(|r| hex(&r)),
+        roots_digest: last_root.map(|_| hex(&roots.0)),
+        reads_digest: hex(&reads.0),
+        checked: model.map(|_| {
+            format!(
+                "every lookup and every root of {} batches equal the reference model's",
+                shape.batches
+            )
+        }),
+    })
+}
