@@ -19,10 +19,23 @@ fn main() -> Result<()> {
     let cli = Cli::parse();
     match cli.command {
         Command::Create(a) => {
-            runner::create(a.engine, &a.dir, a.workload, a.entries, a.seed, &a.engine_args)?;
+            runner::create(
+                a.engine,
+                &a.dir,
+                a.workload,
+                a.entries,
+                a.seed,
+                &a.engine_args,
+            )?;
         }
         Command::Run(a) => {
-            let r = runner::run(a.engine, &a.dir, &a.common.shape, &a.common.engine_args, a.quiet)?;
+            let r = runner::run(
+                a.engine,
+                &a.dir,
+                &a.common.shape,
+                &a.common.engine_args,
+                a.quiet,
+            )?;
             println!("{}", report::describe(&r));
             print!("{}", report::table(std::slice::from_ref(&r), None, None));
             if let Some(c) = &r.checked {

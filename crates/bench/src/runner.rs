@@ -4,7 +4,7 @@
 //! the meaning of operations; engines only read, write and commit.
 
 use crate::cli::{EngineArgs, EngineKind, RunShapeArgs, WorkloadKind};
-use crate::engine::{self, Layout, Writes};
+use crate::engine::{self, Layout, Load, Writes};
 use crate::report::{quantile, RunResult};
 use crate::sys;
 use crate::workload::{add_balance, initial_entries, Generator, Op, RunShape, WorkloadState};
@@ -76,7 +76,16 @@ pub fn create(
     let progress = bar(entries, &format!("create {}", engine.name()), false);
     let started = Instant::now();
     let mut items = initial_entries(workload, seed, entries);
-    let root = engine::create(engine, &layout.db(), args, entries, &mut items, &progress)?;
+    let root = engine::create(
+        engine,
+        Load {
+            path: &layout.db(),
+            args,
+            count: entries,
+            entries: &mut items,
+            progress: &progress,
+        },
+    )?;
     progress.finish_with_message(format!("done in {:.1} s", started.elapsed().as_secs_f64()));
     let mut state = WorkloadState::new(workload, entries, seed);
     state.created_root = root.map(|r| hex(&r));

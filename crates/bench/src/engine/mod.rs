@@ -65,24 +65,30 @@ impl Layout {
     }
 }
 
-/// Bulk-load `entries` (`count` of them) into a new database at `path`; returns the root.
-pub fn create(
-    kind: EngineKind,
-    path: &Path,
-    args: &EngineArgs,
-    count: u64,
-    entries: &mut dyn Iterator<Item = (KeyPath, Vec<u8>)>,
-    progress: &ProgressBar,
-) -> Result<Option<Node>> {
+/// What a bulk load needs: where, with which settings, and the entries with their count.
+pub struct Load<'a> {
+    /// The engine's database directory.
+    pub path: &'a Path,
+    /// Engine settings.
+    pub args: &'a EngineArgs,
+    /// How many entries `entries` yields.
+    pub count: u64,
+    /// The entries.
+    pub entries: &'a mut dyn Iterator<Item = (KeyPath, Vec<u8>)>,
+    /// Where progress goes.
+    pub progress: &'a ProgressBar,
+}
+
+/// Bulk-load a new database of `kind`; returns the root.
+pub fn create(kind: EngineKind, load: Load<'_>) -> Result<Option<Node>> {
     match kind {
-        EngineKind::Sprig => sprig_engine::create(path, args, entries, progress),
+        EngineKind::Sprig => sprig_engine::create(load),
         #[cfg(feature = "nomt")]
-        EngineKind::Nomt => nomt::create(path, args, count, entries, progress),
+        EngineKind::Nomt => nomt::create(load),
         #[cfg(feature = "rocksdb")]
-        EngineKind::Rocksdb => rocks::create(path, args, entries, progress),
+        EngineKind::Rocksdb => rocks::create(load),
         #[allow(unreachable_patterns)]
         other => {
-            let _ = count;
             bail!(
                 "engine {} is not built in: rebuild with `--features {0}`",
                 other.name()

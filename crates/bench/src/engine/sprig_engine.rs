@@ -3,10 +3,9 @@
 //! pipelined mode the next batch is built on top of the previous one (a stacked overlay)
 //! while a committer thread makes the previous one durable, in order.
 
-use super::{Engine, EngineCounters, Writes};
+use super::{Engine, EngineCounters, Load, Writes};
 use crate::cli::EngineArgs;
 use anyhow::{anyhow, Context, Result};
-use indicatif::ProgressBar;
 use sprig::{BulkPhase, Db, KeyPath, Node, Options, Pending, WriteBatch};
 use std::path::Path;
 use std::sync::mpsc::{sync_channel, SyncSender};
@@ -25,20 +24,15 @@ fn options(args: &EngineArgs) -> Options {
 }
 
 /// Bulk-load a new Sprig database.
-pub fn create(
-    path: &Path,
-    args: &EngineArgs,
-    entries: &mut dyn Iterator<Item = (KeyPath, Vec<u8>)>,
-    progress: &ProgressBar,
-) -> Result<Option<Node>> {
-    let db = Db::create(path, options(args))
-        .with_context(|| format!("creating a Sprig database in {}", path.display()))?;
-    let report = db.bulk_load(entries, &mut |p| match p.phase {
-        BulkPhase::Partition => progress.set_position(p.done),
+pub fn create(load: Load<'_>) -> Result<Option<Node>> {
+    let db = Db::create(load.path, options(load.args))
+        .with_context(|| format!("creating a Sprig database in {}", load.path.display()))?;
+    let report = db.bulk_load(load.entries, &mut |p| match p.phase {
+        BulkPhase::Partition => load.progress.set_position(p.done),
         BulkPhase::Build => {
-            progress.set_message("building pages");
-            progress.set_length(p.total);
-            progress.set_position(p.done);
+            load.progress.set_message("building pages");
+            load.progress.set_length(p.total);
+            load.progress.set_position(p.done);
         }
     })?;
     Ok(Some(report.root))
