@@ -212,7 +212,7 @@ fn check(task: &Task) -> CliResult<Outcome> {
 fn report(task: &Task, lookups: &[(KeyPath, Lookup)]) -> CliResult<Outcome> {
     let mut rows = Vec::with_capacity(lookups.len());
     let mut lines = vec![format!(
-        "{} proof verified against root {} ({})",
+        "{} proof hashes to root {} ({})",
         task.kind.name(),
         hex(&task.root),
         task.hasher.name()
