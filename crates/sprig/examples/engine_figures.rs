@@ -1,6 +1,7 @@
 //! The engine's own figures at a given size: SSD reads per lookup and per update with the page
 //! cache off, RAM per key beyond the cache, bulk-load and open times, disk bytes per key, and
-//! disk use after rounds of random updates with the cleaner running.
+//! disk use after rounds of random updates with the cleaner running; and what overlays cost:
+//! memory per changed key, committing a chain of stacked overlays against plain batches.
 //!
 //! ```sh
 //! cargo run --release -p sprig --example engine_figures -- --log2 20 --dir /path/on/ssd
@@ -12,7 +13,7 @@
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use sprig::{Db, KeyPath, Options, Stats};
+use sprig::{Db, KeyPath, Options, Pending, Stats};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -149,6 +150,72 @@ fn update_batches(
     Ok((diff(&db.stats(), &before), started.elapsed()))
 }
 
+/// Random updates of existing keys, finished into an overlay on `base` (the head if `None`).
+fn finished_batch(
+    db: &Db,
+    base: Option<&Pending>,
+    rng: &mut ChaCha8Rng,
+    n: u64,
+    batch: u64,
+) -> Result<Pending, sprig::Error> {
+    let keys: Vec<KeyPath> = (0..batch).map(|_| key(db, rng.gen_range(0..n))).collect();
+    let mut w = match base {
+        Some(p) => p.begin()?,
+        None => db.begin(),
+    };
+    w.prefetch(&keys)?;
+    for k in keys {
+        w.put(k, rng.gen::<u64>().to_le_bytes())?;
+    }
+    w.finish()
+}
+
+/// Overlay memory per changed key, and the cost of committing a chain of stacked overlays
+/// against committing the same number of plain batches one after another.
+fn overlay_costs(db: &Db, rng: &mut ChaCha8Rng, n: u64, batch: u64) -> Outcome {
+    const CHAIN: u64 = 4;
+    let one = finished_batch(db, None, rng, n, batch)?;
+    println!(
+        "overlay memory: {:.0} bytes per changed key (batch of {batch} random updates, {} bytes)",
+        one.memory_bytes() as f64 / batch as f64,
+        one.memory_bytes()
+    );
+    one.discard();
+
+    let before = db.stats();
+    let started = Instant::now();
+    for _ in 0..CHAIN {
+        db.commit(finished_batch(db, None, rng, n, batch)?)?;
+    }
+    let plain = started.elapsed();
+    let plain_written = diff(&db.stats(), &before).bytes_written;
+
+    let before = db.stats();
+    let started = Instant::now();
+    let mut top = finished_batch(db, None, rng, n, batch)?;
+    for _ in 1..CHAIN {
+        top = finished_batch(db, Some(&top), rng, n, batch)?;
+    }
+    let built = started.elapsed();
+    let memory = top.memory_bytes();
+    let started = Instant::now();
+    db.commit(top)?;
+    let committed = started.elapsed();
+    let chain_written = diff(&db.stats(), &before).bytes_written;
+    println!(
+        "{CHAIN} batches of {batch}: plain (finish + commit each) {:.2} s, {:.1} MiB written; \
+         stacked overlays {:.2} s to build + {:.2} s to commit the chain, {:.1} MiB written \
+         (top overlay holds {:.1} MiB)",
+        plain.as_secs_f64(),
+        plain_written as f64 / (1 << 20) as f64,
+        built.as_secs_f64(),
+        committed.as_secs_f64(),
+        chain_written as f64 / (1 << 20) as f64,
+        memory as f64 / (1 << 20) as f64
+    );
+    Ok(())
+}
+
 fn diff(after: &Stats, before: &Stats) -> Stats {
     Stats {
         lookup_page_reads: after.lookup_page_reads - before.lookup_page_reads,
@@ -281,6 +348,8 @@ fn measure(args: &Args) -> Outcome {
         updates.bytes_written as f64 / count.max(1) as f64,
         rate(count, took)
     );
+
+    overlay_costs(&db, &mut rng, n, args.batch)?;
 
     // Rounds of random updates with the cleaner running.
     let per_round = (n / args.round_fraction).max(args.batch);
