@@ -196,6 +196,8 @@ impl Inner {
                 }
             }
         }
+        // Failpoint (feature `failpoints`): relocation read and planned, nothing written.
+        failpoint!("cleaner.planned");
         Ok(relocation)
     }
 }

@@ -21,6 +21,10 @@
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 #![deny(missing_docs)]
 
+// First: the `failpoint!` hook macro the modules below use.
+#[macro_use]
+pub mod failpoint;
+
 mod bulk;
 mod cache;
 mod check;

@@ -217,10 +217,14 @@ impl Inner {
                 return Err(e);
             }
         };
+        // Failpoint (feature `failpoints`): pages durable, no commit record yet.
+        failpoint!("commit.pages_synced");
         if let Err(e) = w.wal.append(seq, &payload, sync) {
             w.poisoned = Some(e.to_string());
             return Err(e);
         }
+        // Failpoint (feature `failpoints`): the commit is durable but not yet published.
+        failpoint!("commit.record_synced");
         let log_bytes = 2 * payload.len() as u64;
 
         let dir = apply_record(&head.dir, &mut w.table, &record)
@@ -387,6 +391,11 @@ impl Inner {
             }
         }
         flush(&mut run, &mut total)?;
+        // Failpoints (feature `failpoints`): written, not synced; a new segment file unsynced.
+        failpoint!("commit.pages_written");
+        if !created.is_empty() {
+            failpoint!("commit.segment_created");
+        }
         if sync {
             for segment in &touched {
                 self.segments
@@ -428,6 +437,8 @@ impl Inner {
         let version = self.retained_version(snapshot.seq)?;
         let new_wal_id = w.wal.id() + 1;
         let result = Wal::create(self.storage.as_ref(), new_wal_id).and_then(|wal| {
+            // Failpoint (feature `failpoints`): the new log exists, no checkpoint yet.
+            failpoint!("checkpoint.wal_rotated");
             Checkpoint {
                 seq: snapshot.seq,
                 wal_id: snapshot.wal_id,
@@ -456,6 +467,8 @@ impl Inner {
                     || crate::log::checkpoint::parse_checkpoint_file_name(&name)
                         .is_some_and(|seq| seq < snapshot.seq);
                 if old {
+                    // Failpoint (feature `failpoints`): old files partly deleted.
+                    failpoint!("checkpoint.deleting_old");
                     let _ = self.storage.remove(&name);
                 }
             }
@@ -485,6 +498,8 @@ impl Inner {
         for id in ready {
             w.emptied.remove(&id);
             w.table.segments.remove(&id);
+            // Failpoint (feature `failpoints`): emptied segments partly deleted.
+            failpoint!("cleaner.deleting_segment");
             if self.segments.remove(id).is_ok() {
                 deleted += 1;
             }

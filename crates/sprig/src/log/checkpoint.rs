@@ -74,7 +74,9 @@ impl Checkpoint {
         Ok(out)
     }
 
-    fn decode(name: &str, bytes: &[u8], hasher: Hasher) -> Result<Checkpoint> {
+    /// Decode the bytes of checkpoint file `name` (public for the fuzzers); every check
+    /// failure is `Error::Corruption` naming `name`.
+    pub fn decode(name: &str, bytes: &[u8], hasher: Hasher) -> Result<Checkpoint> {
         let bad = |at: usize, what: &str| Error::corruption(name, at as u64, what);
         let body_len = bytes
             .len()
@@ -183,11 +185,17 @@ impl Checkpoint {
             .map_err(|e| Error::io("creating", &tmp, e))?;
         file.set_len(0)
             .and_then(|_| file.write_at(&bytes, 0))
-            .and_then(|_| file.sync())
             .map_err(|e| Error::io("writing", &tmp, e))?;
+        // Failpoint (feature `failpoints`): the temporary file written, not synced.
+        failpoint!("checkpoint.tmp_written");
+        file.sync().map_err(|e| Error::io("writing", &tmp, e))?;
         storage
             .rename(&tmp, &name)
-            .and_then(|_| storage.sync_dir())
+            .map_err(|e| Error::io("installing", &name, e))?;
+        // Failpoint (feature `failpoints`): renamed into place, the directory not synced.
+        failpoint!("checkpoint.renamed");
+        storage
+            .sync_dir()
             .map_err(|e| Error::io("installing", &name, e))
     }
 

@@ -38,7 +38,8 @@ impl Manifest {
         out
     }
 
-    fn decode(bytes: &[u8]) -> Result<Manifest> {
+    /// Decode the manifest's bytes (public for the fuzzers).
+    pub fn decode(bytes: &[u8]) -> Result<Manifest> {
         let bad = |what: &str| Error::corruption(MANIFEST_FILE, 0, what);
         let body = bytes
             .get(..BODY_BYTES)

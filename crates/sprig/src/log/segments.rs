@@ -167,11 +167,11 @@ impl Segments {
             })
             .collect();
         self.storage.read_batch(&mut requests).map_err(|e| {
-            let file = match locs {
-                [one] => segment_file_name(loc_segment(*one)),
-                _ => format!("{} pages in segment files", locs.len()),
+            let (file, offset) = match locs {
+                [one] => (segment_file_name(loc_segment(*one)), loc_offset(*one)),
+                _ => (format!("{} pages in segment files", locs.len()), 0),
             };
-            Error::io("reading", file, e)
+            read_error("reading", file, offset, e)
         })?;
         Ok(requests.into_iter().map(|r| r.buf).collect())
     }
@@ -206,9 +206,14 @@ impl Segments {
             offset: loc_offset(value.loc),
             buf: BlockBuf::zeroed(blocks),
         }];
-        self.storage
-            .read_batch(&mut requests)
-            .map_err(|e| Error::io("reading a value from", &name, e))?;
+        self.storage.read_batch(&mut requests).map_err(|e| {
+            read_error(
+                "reading a value from",
+                name.clone(),
+                loc_offset(value.loc),
+                e,
+            )
+        })?;
         let [request] = requests;
         let bytes = request.buf.as_bytes();
         let bad = |what: &str| Error::corruption(&name, loc_offset(value.loc), what);
@@ -230,6 +235,20 @@ impl Segments {
             return Err(bad("value does not match its hash"));
         }
         Ok(data.to_vec())
+    }
+}
+
+/// The error of a failed segment read. A read past the end of the file means the file lost its
+/// tail or a durable pointer is wrong: corruption of what is on disk, not a failing device.
+fn read_error(op: &'static str, file: String, offset: u64, e: std::io::Error) -> Error {
+    if e.kind() == std::io::ErrorKind::UnexpectedEof {
+        Error::corruption(
+            file,
+            offset,
+            format!("data extends past the end of the file ({e})"),
+        )
+    } else {
+        Error::io(op, file, e)
     }
 }
 
@@ -392,5 +411,34 @@ mod tests {
         raw.as_bytes_mut()[VALUE_HEADER_BYTES + 17] ^= 4;
         f.write_at(raw.as_bytes(), loc_offset(loc(3, 2))).unwrap();
         assert!(segs.read_value(&key, &ptr).unwrap_err().is_corruption());
+    }
+
+    /// Found by the `segment` fuzz target: a segment file that lost its tail made reads past
+    /// its end fail as I/O errors instead of corruption naming the file and offset.
+    #[test]
+    fn reads_past_the_end_of_a_segment_are_corruption() {
+        let storage: Arc<dyn Storage> = Arc::new(crate::io::MemoryStorage::new());
+        let segs = Segments::new(storage, Hasher::Blake3);
+        let key = [7u8; 32];
+        let value = vec![5u8; 10_000];
+        let hash = Hasher::Blake3.hash_value(&value);
+        let rec = encode_value_record(&key, &value, &hash);
+        let f = segs.file(1, true).unwrap();
+        // The record's last block is lost.
+        let cut = rec.len() - BLOCK_BYTES;
+        f.write_at(&rec.as_bytes()[..cut], 0).unwrap();
+        let ptr = ExternalValue {
+            loc: loc(1, 0),
+            len: 10_000,
+            hash,
+        };
+        let e = segs.read_value(&key, &ptr).unwrap_err();
+        assert!(e.is_corruption(), "{e}");
+        assert!(e.to_string().contains("seg-0000000001.dat"), "{e}");
+        // A page beyond the end of the file.
+        let e = segs.read_page(loc(1, 7), 0, &Prefix::root()).unwrap_err();
+        assert!(e.is_corruption(), "{e}");
+        let e = segs.read_blocks(&[loc(1, 0), loc(1, 9)]).err();
+        assert!(e.is_some_and(|e| e.is_corruption()));
     }
 }

@@ -166,6 +166,8 @@ impl Wal {
         self.file
             .write_at(&bytes, self.end)
             .map_err(|e| Error::io("appending a commit record to", &name, e))?;
+        // Failpoint (feature `failpoints`): the record written, not yet synced.
+        failpoint!("wal.record_written");
         if sync {
             self.file
                 .sync()
