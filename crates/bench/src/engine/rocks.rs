@@ -18,11 +18,11 @@ const BLOOM_BITS_PER_KEY: f64 = 10.0;
 /// Background flush and compaction threads (the machine has two cores).
 const BACKGROUND_JOBS: i32 = 2;
 
-fn options(args: &EngineArgs, create: bool) -> Options {
+fn options(args: &EngineArgs, create: bool) -> Result<Options> {
     let mut table = BlockBasedOptions::default();
     table.set_block_cache(&Cache::new_lru_cache(
         usize::try_from(args.cache_mb << 20).unwrap_or(usize::MAX),
-    ));
+    )?);
     table.set_bloom_filter(BLOOM_BITS_PER_KEY, false);
     let mut o = Options::default();
     o.create_if_missing(create);
@@ -31,12 +31,12 @@ fn options(args: &EngineArgs, create: bool) -> Options {
     o.set_max_background_jobs(BACKGROUND_JOBS);
     o.set_use_direct_reads(args.direct_io);
     o.set_use_direct_io_for_flush_and_compaction(args.direct_io);
-    o
+    Ok(o)
 }
 
 /// Create a RocksDB database.
 pub fn create(load: Load<'_>) -> Result<Option<Node>> {
-    let db = DB::open(&options(load.args, true), load.path)
+    let db = DB::open(&options(load.args, true)?, load.path)
         .with_context(|| format!("creating a RocksDB database in {}", load.path.display()))?;
     let mut unlogged = WriteOptions::default();
     unlogged.disable_wal(true);
@@ -69,7 +69,7 @@ pub struct RocksEngine {
 impl RocksEngine {
     /// Open the database at `path`.
     pub fn open(path: &Path, args: &EngineArgs) -> Result<Self> {
-        let db = DB::open(&options(args, false), path)
+        let db = DB::open(&options(args, false)?, path)
             .with_context(|| format!("opening the RocksDB database in {}", path.display()))?;
         let mut synced = WriteOptions::default();
         synced.set_sync(true);
