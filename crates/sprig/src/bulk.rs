@@ -413,6 +413,42 @@ fn assemble_shape(
     }
 }
 
+/// Read the input into the buckets; returns how many items it held.
+fn partition<I>(
+    buckets: &mut Buckets<'_>,
+    items: I,
+    progress: &mut dyn FnMut(BulkProgress),
+) -> Result<u64>
+where
+    I: IntoIterator<Item = Result<(KeyPath, Vec<u8>)>>,
+{
+    let mut seen = 0u64;
+    for item in items {
+        let (key, value) = item?;
+        if value.len() > MAX_VALUE_BYTES {
+            return Err(Error::InvalidArgument(format!(
+                "value of {} bytes is larger than the limit of {MAX_VALUE_BYTES} bytes",
+                value.len()
+            )));
+        }
+        buckets.push(&key, &value)?;
+        seen += 1;
+        if seen % PROGRESS_EVERY == 0 {
+            progress(BulkProgress {
+                phase: BulkPhase::Partition,
+                done: seen,
+                total: 0,
+            });
+        }
+    }
+    progress(BulkProgress {
+        phase: BulkPhase::Partition,
+        done: seen,
+        total: seen,
+    });
+    Ok(seen)
+}
+
 impl Db {
     /// Fill an empty database from `items` (any order; a repeated key keeps its last value),
     /// much faster than commits. The result is durable and visible only when this returns;
@@ -425,10 +461,24 @@ impl Db {
     where
         I: IntoIterator<Item = (KeyPath, Vec<u8>)>,
     {
+        self.bulk_load_buffered(items.into_iter().map(Ok), progress, BUFFER_BYTES)
+    }
+
+    /// [`Db::bulk_load`] from a source that can fail (a file being parsed, say): the first
+    /// error stops the load before anything is published, leaves the database empty and
+    /// usable, and is returned.
+    pub fn try_bulk_load<I>(
+        &self,
+        items: I,
+        progress: &mut dyn FnMut(BulkProgress),
+    ) -> Result<BulkReport>
+    where
+        I: IntoIterator<Item = Result<(KeyPath, Vec<u8>)>>,
+    {
         self.bulk_load_buffered(items, progress, BUFFER_BYTES)
     }
 
-    /// [`Db::bulk_load`] with `buffer_bytes` of input held in memory before spilling.
+    /// [`Db::try_bulk_load`] with `buffer_bytes` of input held in memory before spilling.
     fn bulk_load_buffered<I>(
         &self,
         items: I,
@@ -436,7 +486,7 @@ impl Db {
         buffer_bytes: usize,
     ) -> Result<BulkReport>
     where
-        I: IntoIterator<Item = (KeyPath, Vec<u8>)>,
+        I: IntoIterator<Item = Result<(KeyPath, Vec<u8>)>>,
     {
         let inner = &self.inner;
         let mut w = inner.writer.lock();
@@ -450,49 +500,27 @@ impl Db {
             ));
         }
         let mut buckets = Buckets::new(inner, buffer_bytes);
-        let result = self.bulk_load_locked(&mut w, &mut buckets, items, progress);
+        // Partitioning only fills spill files: a failure there leaves the database as it was.
+        let result = partition(&mut buckets, items, progress).and_then(|seen| {
+            let built = self.build_and_publish(&mut w, &mut buckets, seen, progress);
+            if built.is_err() {
+                w.poisoned = Some("a bulk load failed; reopen the database".into());
+            }
+            built
+        });
         buckets.remove_files();
-        if result.is_err() {
-            w.poisoned = Some("a bulk load failed; reopen the database".into());
-        }
         result
     }
 
-    fn bulk_load_locked<I>(
+    /// Build the pages of the partitioned input, write them and publish the new version.
+    fn build_and_publish(
         &self,
         w: &mut crate::db::Writer,
         buckets: &mut Buckets<'_>,
-        items: I,
+        seen: u64,
         progress: &mut dyn FnMut(BulkProgress),
-    ) -> Result<BulkReport>
-    where
-        I: IntoIterator<Item = (KeyPath, Vec<u8>)>,
-    {
+    ) -> Result<BulkReport> {
         let inner = &self.inner;
-        let mut seen = 0u64;
-        for (key, value) in items {
-            if value.len() > MAX_VALUE_BYTES {
-                return Err(Error::InvalidArgument(format!(
-                    "value of {} bytes is larger than the limit of {MAX_VALUE_BYTES} bytes",
-                    value.len()
-                )));
-            }
-            buckets.push(&key, &value)?;
-            seen += 1;
-            if seen % PROGRESS_EVERY == 0 {
-                progress(BulkProgress {
-                    phase: BulkPhase::Partition,
-                    done: seen,
-                    total: 0,
-                });
-            }
-        }
-        progress(BulkProgress {
-            phase: BulkPhase::Partition,
-            done: seen,
-            total: seen,
-        });
-
         let mut jobs = Vec::new();
         let plan = plan(&buckets.counts, 0, 0, 256, &mut jobs);
         let seq = 1u64;
@@ -630,6 +658,35 @@ mod tests {
     use crate::Options;
 
     #[test]
+    fn a_failing_source_publishes_nothing_and_leaves_the_database_usable() {
+        let db = Db::open_in_memory(Options::default()).unwrap();
+        let items = (0..5_000u32).map(|i| {
+            if i == 4_000 {
+                Err(Error::InvalidArgument("record 4000 is malformed".into()))
+            } else {
+                Ok((Hasher::Blake3.hash_value(&i.to_le_bytes()), vec![1u8; 40]))
+            }
+        });
+        let err = db
+            .bulk_load_buffered(items, &mut |_| {}, 10_000)
+            .unwrap_err();
+        assert!(err.to_string().contains("record 4000"), "{err}");
+        assert_eq!((db.seq(), db.len()), (0, 0));
+        assert!(
+            db.inner
+                .storage
+                .list()
+                .unwrap()
+                .iter()
+                .all(|n| !n.ends_with(".tmp")),
+            "spill files are removed"
+        );
+        // Not poisoned: a good load succeeds afterwards.
+        let good = (0..100u32).map(|i| (Hasher::Blake3.hash_value(&i.to_le_bytes()), vec![2u8]));
+        assert_eq!(db.bulk_load(good, &mut |_| {}).unwrap().entries, 100);
+    }
+
+    #[test]
     fn spilled_buckets_give_the_same_database() {
         let items: Vec<(KeyPath, Vec<u8>)> = (0..5_000u32)
             .map(|i| {
@@ -644,7 +701,7 @@ mod tests {
             .collect();
         let spilled = Db::open_in_memory(Options::default()).unwrap();
         let report = spilled
-            .bulk_load_buffered(items.clone(), &mut |_| {}, 10_000)
+            .bulk_load_buffered(items.clone().into_iter().map(Ok), &mut |_| {}, 10_000)
             .unwrap();
         let in_memory = Db::open_in_memory(Options::default()).unwrap();
         let again = in_memory.bulk_load(items, &mut |_| {}).unwrap();

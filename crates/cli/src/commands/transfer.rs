@@ -116,6 +116,9 @@ fn bulk(
     let bar = progress::bar(ctx.progress, records, "reading", false);
     let mut fed = 0u64;
     let mut failure: Option<CliError> = None;
+    // A record that fails now (the file changed since it was checked) stops the load before
+    // anything is published; the real error is kept here and reported.
+    let stop = || sprig::Error::InvalidArgument("the import input failed".into());
     let items = std::iter::from_fn(|| match reader.next_change() {
         Ok(Some((key, Some(value)))) => {
             fed += 1;
@@ -123,26 +126,27 @@ fn bulk(
             if fed % PROGRESS_EVERY == 0 {
                 bar.set_position(fed);
             }
-            Some((key, value))
+            Some(Ok((key, value)))
         }
         Ok(Some((_, None))) => {
             failure = Some(CliError::input("import", "a delete record appeared"));
-            None
+            Some(Err(stop()))
         }
         Ok(None) => None,
         Err(e) => {
             failure = Some(e);
-            None
+            Some(Err(stop()))
         }
     });
-    db.bulk_load(items, &mut progress::follow_bulk(&bar))?;
+    let loaded = db.try_bulk_load(items, &mut progress::follow_bulk(&bar));
     bar.finish_and_clear();
-    match failure {
-        None => Ok(records),
-        Some(e) => Err(CliError::input(
+    match (loaded, failure) {
+        (Ok(_), _) => Ok(records),
+        (Err(_), Some(e)) => Err(CliError::input(
             "import",
-            format!("{e} (the file changed while it was imported; the database holds the records read before it)"),
+            format!("{e} (the file changed while it was imported; the database is unchanged)"),
         )),
+        (Err(e), None) => Err(e.into()),
     }
 }
 
