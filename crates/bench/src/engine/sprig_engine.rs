@@ -35,6 +35,12 @@ pub fn create(load: Load<'_>) -> Result<Option<Node>> {
             load.progress.set_position(p.done);
         }
     })?;
+    anyhow::ensure!(
+        report.entries == load.count,
+        "the bulk load stored {} entries, not the {} generated",
+        report.entries,
+        load.count
+    );
     Ok(Some(report.root))
 }
 
