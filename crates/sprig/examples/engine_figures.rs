@@ -88,10 +88,20 @@ fn parse_args() -> Result<Args, String> {
 
 /// The resident set size of this process, from /proc/self/status.
 fn rss_bytes() -> u64 {
+    status_bytes("VmRSS:")
+}
+
+/// The peak resident set size of this process so far.
+fn peak_rss_bytes() -> u64 {
+    status_bytes("VmHWM:")
+}
+
+/// A size in kB from /proc/self/status, in bytes.
+fn status_bytes(field: &str) -> u64 {
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
     status
         .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .find_map(|l| l.strip_prefix(field))
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
         .map_or(0, |kb| kb * 1024)
 }
@@ -342,11 +352,12 @@ fn measure(args: &Args) -> Outcome {
     let count = args.batch * args.update_batches;
     println!(
         "updates: {:.3} SSD reads/update (batches of {}), {:.0} bytes written/update, \
-         {:.0} updates/s with a durable commit per batch",
+         {:.0} updates/s with a durable commit per batch; peak RSS so far {:.1} MiB",
         updates.batch_page_reads as f64 / count.max(1) as f64,
         args.batch,
         updates.bytes_written as f64 / count.max(1) as f64,
-        rate(count, took)
+        rate(count, took),
+        peak_rss_bytes() as f64 / (1 << 20) as f64
     );
 
     overlay_costs(&db, &mut rng, n, args.batch)?;
@@ -371,12 +382,13 @@ fn measure(args: &Args) -> Outcome {
     }
     let s = db.stats();
     println!(
-        "after {} rounds ({:.1} s): space amplification {:.2}, {:.1} disk bytes/key, peak RSS now {:.1} MiB",
+        "after {} rounds ({:.1} s): space amplification {:.2}, {:.1} disk bytes/key, RSS now {:.1} MiB, peak {:.1} MiB",
         args.rounds,
         started.elapsed().as_secs_f64(),
         s.space_amplification(),
         disk_bytes(&args.dir) as f64 / n as f64,
-        rss_bytes() as f64 / (1 << 20) as f64
+        rss_bytes() as f64 / (1 << 20) as f64,
+        peak_rss_bytes() as f64 / (1 << 20) as f64
     );
     Ok(())
 }
