@@ -32,6 +32,8 @@ use std::time::{Duration, Instant};
 const BUILD_BATCHES: usize = 24;
 /// Small commits after the last checkpoint, so the commit log holds records.
 const TAIL_COMMITS: usize = 3;
+/// Progress is printed at most this often.
+const PROGRESS_EVERY_SECS: u64 = 10;
 
 /// Where a flip lands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -403,7 +405,18 @@ pub fn run(cfg: &FlipConfig) -> Result<FlipSummary, TortureError> {
     let probe: Vec<KeyPath> = (0..cfg.shape.keys).map(|i| cfg.shape.key(i)).collect();
     let scratch = cfg.dir.join("flip");
     let mut summary = FlipSummary::default();
+    let mut last_progress = Instant::now();
     for n in 0..cfg.flips {
+        if last_progress.elapsed() >= Duration::from_secs(PROGRESS_EVERY_SECS) {
+            last_progress = Instant::now();
+            println!(
+                "[{:>6.1} s] flips {n}, detected {}, harmless {}, undetected {}",
+                started.elapsed().as_secs_f64(),
+                summary.total(0),
+                summary.total(1),
+                summary.total(2)
+            );
+        }
         let region = regions[rng.gen_range(0..regions.len())];
         let Some((name, offset)) = base.pick(region, &mut rng) else {
             continue;
