@@ -38,6 +38,9 @@ fn main() -> Result<()> {
             )?;
             println!("{}", report::describe(&r));
             print!("{}", report::table(std::slice::from_ref(&r), None, None));
+            if let Some(d) = report::engine_detail(&r) {
+                println!("{d}");
+            }
             if let Some(c) = &r.checked {
                 println!("check: {c}");
             }

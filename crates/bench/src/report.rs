@@ -58,6 +58,12 @@ pub struct RunResult {
     pub written_bytes_per_unit: f64,
     /// Bytes written per unit by the engine's own counters (Sprig).
     pub engine_written_bytes_per_unit: Option<f64>,
+    /// Page versions written per unit by the engine's own counters (Sprig).
+    #[serde(default)]
+    pub pages_written_per_unit: Option<f64>,
+    /// Pages the cleaner copied forward per unit (Sprig).
+    #[serde(default)]
+    pub cleaner_pages_per_unit: Option<f64>,
     /// Peak RSS of the process, bytes.
     pub peak_rss_bytes: Option<u64>,
     /// Peak memory of the cgroup (RSS + page cache), bytes, when run under a cap.
@@ -229,10 +235,28 @@ pub fn describe(r: &RunResult) -> String {
     s
 }
 
+/// The engine's own counters per unit, in one sentence, where it keeps them.
+pub fn engine_detail(r: &RunResult) -> Option<String> {
+    let pages = r.pages_written_per_unit?;
+    Some(format!(
+        "{}: {:.2} page versions written per {}, of them {:.2} by the cleaner; {:.0} bytes \
+         written per {} by its own count",
+        r.engine.name(),
+        pages,
+        r.unit.trim_end_matches('s'),
+        r.cleaner_pages_per_unit.unwrap_or(0.0),
+        r.engine_written_bytes_per_unit.unwrap_or(0.0),
+        r.unit.trim_end_matches('s'),
+    ))
+}
+
 /// The Markdown report of a single run.
 pub fn run_markdown(r: &RunResult) -> String {
     let mut s = format!("Configuration: {}.\n\n", describe(r));
     s.push_str(&markdown_table(std::slice::from_ref(r), None, None));
+    if let Some(d) = engine_detail(r) {
+        let _ = writeln!(s, "\n{d}.");
+    }
     if let Some(c) = &r.checked {
         let _ = writeln!(s, "\nCheck: {c}.");
     }
@@ -259,6 +283,9 @@ pub fn comparison_markdown(c: &Comparison) -> String {
         "Medians over {rounds} rounds (ratio = first engine ÷ this one):\n"
     );
     s.push_str(&markdown_table(&c.medians, c.medians.first(), c.fio_iops));
+    for d in c.medians.iter().filter_map(engine_detail) {
+        let _ = writeln!(s, "\n{d}.");
+    }
     if let Some(check) = &c.root_check {
         let _ = writeln!(s, "\nCheck: {check}.");
     }
@@ -278,11 +305,12 @@ pub fn write_text(path: &Path, text: &str) -> Result<()> {
     std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))
 }
 
-/// The median of `values` by `key` (the upper one of an even count), if any.
+/// The median of `values` by `key` (the lower one of an even count, so that two rounds never
+/// report the faster run), if any.
 pub fn median_by<T: Clone>(values: &[T], key: impl Fn(&T) -> f64) -> Option<T> {
     let mut v: Vec<&T> = values.iter().collect();
     v.sort_by(|a, b| key(a).total_cmp(&key(b)));
-    v.get(v.len() / 2).map(|t| (*t).clone())
+    v.get(v.len().saturating_sub(1) / 2).map(|t| (*t).clone())
 }
 
 /// The value at quantile `q` (0..=1) of sorted `values` (nearest rank).
@@ -305,5 +333,6 @@ mod tests {
         assert_eq!(quantile(&v, 0.99), 99.0);
         assert_eq!(quantile(&[], 0.5), 0.0);
         assert_eq!(median_by(&[3.0, 1.0, 2.0], |x| *x), Some(2.0));
+        assert_eq!(median_by(&[3.0, 1.0], |x| *x), Some(1.0));
     }
 }

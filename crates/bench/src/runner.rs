@@ -4,7 +4,7 @@
 //! the meaning of operations; engines only read, write and commit.
 
 use crate::cli::{EngineArgs, EngineKind, RunShapeArgs, WorkloadKind};
-use crate::engine::{self, Layout, Load, Writes};
+use crate::engine::{self, EngineCounters, Layout, Load, Writes};
 use crate::report::{quantile, RunResult};
 use crate::sys;
 use crate::workload::{add_balance, initial_entries, Generator, Op, RunShape, WorkloadState};
@@ -320,6 +320,11 @@ pub fn run(
 
     let units = units_per_batch * shape.batches;
     let per_unit = |x: u64| x as f64 / units.max(1) as f64;
+    let counted = |field: fn(&EngineCounters) -> u64| {
+        counters_before
+            .zip(counters_after)
+            .map(|(a, b)| per_unit(field(&b) - field(&a)))
+    };
     batch_ms.sort_by(f64::total_cmp);
     let disk = sys::disk_bytes(&layout.db());
     let (key_bytes, value_bytes) = workload.sizes();
@@ -344,14 +349,12 @@ pub fn run(
         batch_ms_p99: quantile(&batch_ms, 0.99),
         read_ms_mean: read_total.as_secs_f64() * 1e3 / n,
         commit_ms_mean: commit_total.as_secs_f64() * 1e3 / n,
-        ssd_reads_per_unit: counters_before
-            .zip(counters_after)
-            .map(|(a, b)| per_unit(b.ssd_reads - a.ssd_reads)),
+        ssd_reads_per_unit: counted(|c| c.ssd_reads),
         read_4k_per_unit: per_unit(io_after.read_bytes - io_before.read_bytes) / 4096.0,
         written_bytes_per_unit: per_unit(io_after.write_bytes - io_before.write_bytes),
-        engine_written_bytes_per_unit: counters_before
-            .zip(counters_after)
-            .map(|(a, b)| per_unit(b.bytes_written - a.bytes_written)),
+        engine_written_bytes_per_unit: counted(|c| c.bytes_written),
+        pages_written_per_unit: counted(|c| c.pages_written),
+        cleaner_pages_per_unit: counted(|c| c.cleaner_pages),
         peak_rss_bytes: sys::peak_rss_bytes(),
         cgroup_peak_bytes: None,
         mem_cap_mb: None,

@@ -24,6 +24,10 @@ pub struct EngineCounters {
     pub ssd_reads: u64,
     /// Bytes written.
     pub bytes_written: u64,
+    /// Page versions written.
+    pub pages_written: u64,
+    /// Pages the cleaner copied forward.
+    pub cleaner_pages: u64,
 }
 
 /// One database, driven batch by batch: `read` (any number of times), then `commit`.

@@ -174,6 +174,8 @@ impl Engine for SprigEngine {
         Some(EngineCounters {
             ssd_reads: s.page_reads() + s.value_reads,
             bytes_written: s.bytes_written,
+            pages_written: s.pages_written,
+            cleaner_pages: s.cleaner_pages_copied,
         })
     }
 }
