@@ -7,7 +7,7 @@
 //! commit is bounded, so cleaning never stalls a commit for long.
 
 use crate::db::Inner;
-use crate::directory::{DirNode, Directory, PageLoc, PageRef};
+use crate::directory::{DirNode, Directory, MemoryPage, PageLoc, PageRef};
 use crate::error::Result;
 use crate::log::segments::{loc_segment, SegmentTable};
 use crate::page::ValueRef;
@@ -148,7 +148,7 @@ impl Inner {
             relocation.regions.push((
                 prefix,
                 Arc::new(DirNode::Page(PageRef {
-                    loc: PageLoc::Memory(page),
+                    loc: PageLoc::Memory(MemoryPage::new(page)),
                     checksum: 0,
                     node: r.node,
                     count: r.count,
@@ -162,9 +162,9 @@ impl Inner {
             .iter()
             .filter_map(|(p, n)| match n.as_ref() {
                 DirNode::Page(PageRef {
-                    loc: PageLoc::Memory(page),
+                    loc: PageLoc::Memory(m),
                     ..
-                }) => Some((*p, page.clone())),
+                }) => m.page().map(|page| (*p, page)),
                 _ => None,
             })
             .collect();

@@ -618,7 +618,21 @@ impl Inner {
         let mut hits = 0u64;
         for (i, (prefix, r)) in wanted.iter().enumerate() {
             match &r.loc {
-                PageLoc::Memory(p) => out[i] = Some(p.clone()),
+                PageLoc::Memory(m) => match (m.page(), m.written()) {
+                    (Some(p), _) => out[i] = Some(p),
+                    (None, Some((l, checksum))) => match self.cache.get(l) {
+                        Some(p) => {
+                            hits += 1;
+                            out[i] = Some(p);
+                        }
+                        None => misses.push((i, (l, checksum, *prefix))),
+                    },
+                    (None, None) => {
+                        return Err(Error::InvalidArgument(
+                            "an in-memory page was released before it was written".into(),
+                        ))
+                    }
+                },
                 PageLoc::Disk(l) => match self.cache.get(*l) {
                     Some(p) => {
                         hits += 1;

@@ -326,3 +326,58 @@ fn a_refused_chain_commits_nothing() {
     db.commit(a).unwrap();
     assert_eq!(db.view().get(&key(0)).unwrap().as_deref(), Some(&[][..]));
 }
+
+/// Once an overlay is committed, the overlays built on it no longer hold its pages in memory:
+/// they read them from where the commit wrote them (before, a pipeline of overlays, each
+/// built on the previous one, kept every committed ancestor's pages in RAM for as long as the
+/// newest overlay lived).
+#[test]
+fn a_committed_overlays_pages_leave_memory_and_its_children_read_them_from_disk() {
+    let db = Db::open_with_storage(
+        Arc::new(MemoryStorage::new()),
+        Options {
+            page_cache_bytes: 0,
+            ..options()
+        },
+    )
+    .unwrap();
+    let mut base = db.begin();
+    for i in 0..KEYS {
+        base.put(key(i), vec![i as u8; 20]).unwrap();
+    }
+    db.commit(base.finish().unwrap()).unwrap();
+    // A changes key 0; B changes a key in another page.
+    let region = |i: usize| db.view().region_of(&key(i));
+    let other = (1..KEYS)
+        .find(|i| region(*i) != region(0))
+        .expect("the base spans several pages");
+
+    let mut a = db.begin();
+    a.put(key(0), vec![0xa0; 30]).unwrap();
+    let a = a.finish().unwrap();
+    let mut b = a.begin().unwrap();
+    b.put(key(other), vec![0xb1; 30]).unwrap();
+    let b = b.finish().unwrap();
+    let b_view = b.view().unwrap();
+    // Before A commits, B serves A's page from memory.
+    let reads = db.stats().page_reads();
+    assert_eq!(b_view.get(&key(0)).unwrap(), Some(vec![0xa0; 30]));
+    assert_eq!(db.stats().page_reads(), reads);
+
+    db.commit(a).unwrap();
+    let reads = db.stats().page_reads();
+    assert_eq!(b_view.get(&key(0)).unwrap(), Some(vec![0xa0; 30]));
+    assert_eq!(
+        db.stats().page_reads(),
+        reads + 1,
+        "the committed overlay's page is read from disk"
+    );
+    // B's own page is still in memory, and B commits with both changes.
+    let reads = db.stats().page_reads();
+    assert_eq!(b_view.get(&key(other)).unwrap(), Some(vec![0xb1; 30]));
+    assert_eq!(db.stats().page_reads(), reads);
+    drop(b_view);
+    db.commit(b).unwrap();
+    assert_eq!(db.view().get(&key(0)).unwrap(), Some(vec![0xa0; 30]));
+    assert_eq!(db.view().get(&key(other)).unwrap(), Some(vec![0xb1; 30]));
+}

@@ -4,7 +4,7 @@
 
 use super::{Change, Region, UNWRITTEN};
 use crate::db::Inner;
-use crate::directory::{pages_under, DirNode, Directory, PageLoc, PageRef};
+use crate::directory::{pages_under, DirNode, Directory, MemoryPage, PageLoc, PageRef};
 use crate::error::{Error, Result};
 use crate::page::{
     fits, ExternalValue, Layout, Page, ValueRef, MAX_INLINE_VALUE_BYTES, PAGE_BODY_BYTES,
@@ -196,7 +196,7 @@ fn page_node(page: Page, node: Node) -> Arc<DirNode> {
         node,
         count: page.len() as u32,
         checksum: 0,
-        loc: PageLoc::Memory(Arc::new(page)),
+        loc: PageLoc::Memory(MemoryPage::new(Arc::new(page))),
     }))
 }
 

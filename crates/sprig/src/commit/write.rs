@@ -5,7 +5,7 @@
 use super::{CommitInfo, UNWRITTEN};
 use crate::cleaner::CleanMode;
 use crate::db::{Inner, Version, Writer};
-use crate::directory::{DirNode, PageLoc, PageRef};
+use crate::directory::{DirNode, MemoryPage, PageLoc, PageRef};
 use crate::error::{Error, Result};
 use crate::io::BlockBuf;
 use crate::log::checkpoint::Checkpoint;
@@ -47,6 +47,13 @@ fn value_blocks(value: &[u8]) -> Result<u32> {
     u32::try_from(value_record_blocks(value.len() as u64))
         .map_err(|_| Error::InvalidArgument("value too large".into()))
 }
+
+/// What a commit's page writes produce: each page as written (value pointers resolved), by
+/// location; and each in-memory page with its location and checksum, to release once durable.
+type WrittenPages<'a> = (
+    &'a mut Vec<(u64, Arc<Page>)>,
+    &'a mut Vec<(Arc<MemoryPage>, u64, u64)>,
+);
 
 /// Blocks to write at a location.
 struct Write {
@@ -157,6 +164,8 @@ impl Inner {
             .collect();
         let mut writes: Vec<Write> = Vec::new();
         let mut written_pages: Vec<(u64, Arc<Page>)> = Vec::new();
+        // In-memory pages this commit writes: released from memory once it is durable.
+        let mut to_release: Vec<(Arc<MemoryPage>, u64, u64)> = Vec::new();
 
         // Value records first: pages point at them.
         let mut locs = ValueLocs {
@@ -185,7 +194,7 @@ impl Inner {
                 &locs,
                 &mut w.table,
                 &mut writes,
-                &mut written_pages,
+                &mut (&mut written_pages, &mut to_release),
             )?;
             regions.push((*prefix, node));
         }
@@ -242,6 +251,10 @@ impl Inner {
         for (l, page) in written_pages.iter() {
             self.cache.insert(*l, page.clone());
         }
+        // Overlays built on this one share these pages: from now on they read them from disk.
+        for (page, l, checksum) in to_release {
+            page.release(l, checksum);
+        }
         let pages_relocated = relocation.regions.len() as u64;
         let values_relocated = relocation.values.len() as u64;
         self.counters.commit();
@@ -289,22 +302,36 @@ impl Inner {
         locs: &ValueLocs,
         table: &mut crate::log::segments::SegmentTable,
         writes: &mut Vec<Write>,
-        written: &mut Vec<(u64, Arc<Page>)>,
+        written: &mut WrittenPages<'_>,
     ) -> Result<Arc<DirNode>> {
         match node.as_ref() {
             DirNode::Empty => Ok(node.clone()),
-            DirNode::Page(r) => match &r.loc {
-                PageLoc::Memory(page) => {
-                    let (l, checksum) = self.write_page(page, locs, table, writes, written)?;
-                    Ok(Arc::new(DirNode::Page(PageRef {
+            DirNode::Page(r) => {
+                let on_disk = |l: u64, checksum: u64| {
+                    Arc::new(DirNode::Page(PageRef {
                         loc: PageLoc::Disk(l),
                         checksum,
                         node: r.node,
                         count: r.count,
-                    })))
+                    }))
+                };
+                match &r.loc {
+                    PageLoc::Memory(m) => match (m.page(), m.written()) {
+                        (Some(page), _) => {
+                            let (l, checksum) =
+                                self.write_page(&page, locs, table, writes, written.0)?;
+                            written.1.push((m.clone(), l, checksum));
+                            Ok(on_disk(l, checksum))
+                        }
+                        // Written and released by an earlier commit of the chain.
+                        (None, Some((l, checksum))) => Ok(on_disk(l, checksum)),
+                        (None, None) => Err(Error::InvalidArgument(
+                            "an in-memory page was released before it was written".into(),
+                        )),
+                    },
+                    PageLoc::Disk(_) => Ok(node.clone()),
                 }
-                PageLoc::Disk(_) => Ok(node.clone()),
-            },
+            }
             DirNode::Branch(b) => {
                 let [l, r] = b.children();
                 let l = self.write_subtree(l, locs, table, writes, written)?;
