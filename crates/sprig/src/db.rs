@@ -668,10 +668,19 @@ impl Inner {
     ) -> Result<Vec<u8>> {
         match value {
             ValueRef::Inline(v) => Ok(v.to_vec()),
-            ValueRef::External(x) if x.loc == crate::commit::UNWRITTEN => version
-                .unwritten_value(key)
-                .map(<[u8]>::to_vec)
-                .ok_or_else(|| Error::InvalidArgument("an overlay value is missing".into())),
+            ValueRef::External(x) if x.loc == crate::commit::UNWRITTEN => {
+                if let Some(bytes) = version.unwritten_value(key) {
+                    return Ok(bytes);
+                }
+                // Held by an overlay that has been committed since: read it from where its
+                // commit wrote it.
+                let loc = version
+                    .written_value(key)
+                    .ok_or_else(|| Error::InvalidArgument("an overlay value is missing".into()))?;
+                self.counters.value_read(x.len);
+                self.segments
+                    .read_value(key, &crate::page::ExternalValue { loc, ..x })
+            }
             ValueRef::External(x) => {
                 self.counters.value_read(x.len);
                 self.segments.read_value(key, &x)

@@ -11,7 +11,7 @@
 use crate::commit::{Region, WriteBatch};
 use crate::db::{Inner, Pin, ReadView, Version};
 use crate::error::{Error, Result};
-use parking_lot::Mutex;
+use parking_lot::{Mutex, RwLock};
 use sprig_core::trie::{KeyPath, Node};
 use sprig_core::Witness;
 use std::collections::{BTreeMap, HashMap};
@@ -73,8 +73,13 @@ impl Drop for MemoryCharge {
 
 /// What an overlay changes relative to its parent, and its life cycle.
 pub(crate) struct OverlayState {
-    /// The version (committed or overlay) this one builds on.
-    pub parent: Arc<Version>,
+    /// The version (committed or overlay) this one builds on. Once this overlay is committed
+    /// it is replaced by the committed version it was applied on, so a chain of committed
+    /// overlays does not stay in memory behind the newest one.
+    parent: RwLock<Arc<Version>>,
+    /// The committed version at the bottom of the chain when this overlay was made: its pages
+    /// may be as old as that version's, so readers pin it.
+    base_seq: u64,
     /// Replaced regions relative to the parent, with in-memory pages.
     pub regions: Vec<Region>,
     /// Values for the value log, written at commit.
@@ -110,7 +115,8 @@ pub(crate) struct OverlayParts {
 impl OverlayState {
     pub fn new(parent: Arc<Version>, parts: OverlayParts, memory: MemoryCharge) -> OverlayState {
         OverlayState {
-            parent,
+            base_seq: parent.committed_base_seq(),
+            parent: RwLock::new(parent),
             regions: parts.regions,
             new_values: parts.new_values,
             freed_values: parts.freed_values,
@@ -129,10 +135,25 @@ impl OverlayState {
         self.status.load(Ordering::Acquire) == COMMITTED
     }
 
-    /// Record that the overlay is durable, with where its values went.
-    pub fn mark_committed(&self, written: HashMap<KeyPath, u64>) {
+    /// The version this overlay builds on.
+    pub fn parent(&self) -> Arc<Version> {
+        self.parent.read().clone()
+    }
+
+    /// Record that the overlay is durable, with where its values went, now that `committed`
+    /// (the version it was applied on, with the same state as its parent) is the version
+    /// below it. The parent overlay's value locations are kept (overlays built on this one
+    /// may hold pages pointing at its values), then the link to it is cut.
+    pub fn mark_committed(&self, mut written: HashMap<KeyPath, u64>, committed: Arc<Version>) {
+        let parent = self.parent();
+        if let Some(p) = &parent.overlay {
+            for (k, l) in p.written.lock().iter() {
+                written.entry(*k).or_insert(*l);
+            }
+        }
         *self.written.lock() = written;
         self.status.store(COMMITTED, Ordering::Release);
+        *self.parent.write() = committed;
     }
 
     fn discard(&self) {
@@ -147,60 +168,50 @@ impl Version {
     /// Fail if this version is an overlay that can no longer be used: discarded, superseded
     /// (the database reached its sequence number without it), or built on one that is.
     pub(crate) fn check_usable(&self, head_seq: u64) -> Result<()> {
-        let mut v = self;
-        while let Some(o) = &v.overlay {
-            match o.status.load(Ordering::Acquire) {
-                DISCARDED => {
-                    return Err(Error::InvalidArgument(format!(
-                        "overlay {} (version {}) was discarded",
-                        v.id, v.seq
-                    )))
-                }
-                LIVE if head_seq >= v.seq => {
-                    return Err(Error::InvalidArgument(format!(
-                    "overlay {} (version {}) was superseded: the database is at version {head_seq}",
-                    v.id, v.seq
-                )))
-                }
-                _ => {}
+        self.walk_chain(|v, o| match o.status.load(Ordering::Acquire) {
+            DISCARDED => Some(Err(Error::InvalidArgument(format!(
+                "overlay {} (version {}) was discarded",
+                v.id, v.seq
+            )))),
+            LIVE if head_seq >= v.seq => Some(Err(Error::InvalidArgument(format!(
+                "overlay {} (version {}) was superseded: the database is at version {head_seq}",
+                v.id, v.seq
+            )))),
+            _ => None,
+        })
+        .unwrap_or(Ok(()))
+    }
+
+    /// Call `f` on this version and each overlay below it, down to the first committed
+    /// version without overlay state; stops at the first `Some`.
+    fn walk_chain<T>(&self, mut f: impl FnMut(&Version, &OverlayState) -> Option<T>) -> Option<T> {
+        let mut below: Option<Arc<Version>> = None;
+        loop {
+            let v: &Version = below.as_deref().unwrap_or(self);
+            let o = v.overlay.as_ref()?;
+            if let Some(found) = f(v, o) {
+                return Some(found);
             }
-            v = &o.parent;
+            let parent = o.parent();
+            below = Some(parent);
         }
-        Ok(())
     }
 
     /// The bytes of a value that an overlay in this version's chain holds for `key` and has
     /// not written yet.
-    pub(crate) fn unwritten_value(&self, key: &KeyPath) -> Option<&[u8]> {
-        let mut v = self;
-        while let Some(o) = &v.overlay {
-            if let Some(bytes) = o.new_values.get(key) {
-                return Some(bytes);
-            }
-            v = &o.parent;
-        }
-        None
+    pub(crate) fn unwritten_value(&self, key: &KeyPath) -> Option<Vec<u8>> {
+        self.walk_chain(|_, o| o.new_values.get(key).cloned())
     }
 
-    /// The sequence number of the committed version at the bottom of this version's chain.
+    /// The sequence number of the committed version at the bottom of this version's chain
+    /// (as it was when the overlay was made): the oldest version whose pages it may read.
     pub(crate) fn committed_base_seq(&self) -> u64 {
-        let mut v = self;
-        while let Some(o) = &v.overlay {
-            v = &o.parent;
-        }
-        v.seq
+        self.overlay.as_ref().map_or(self.seq, |o| o.base_seq)
     }
 
     /// Where a committed ancestor overlay wrote its value for `key`.
     pub(crate) fn written_value(&self, key: &KeyPath) -> Option<u64> {
-        let mut v = self;
-        while let Some(o) = &v.overlay {
-            if let Some(l) = o.written.lock().get(key) {
-                return Some(*l);
-            }
-            v = &o.parent;
-        }
-        None
+        self.walk_chain(|_, o| o.written.lock().get(key).copied())
     }
 }
 
@@ -221,7 +232,7 @@ impl Pending {
 
     /// The state root of the version this overlay builds on.
     pub fn base_root(&self) -> Node {
-        self.state().map_or([0; 32], |o| o.parent.dir.root_node())
+        self.state().map_or([0; 32], |o| o.parent().dir.root_node())
     }
 
     /// The sequence number of the version this overlay builds on.

@@ -76,7 +76,7 @@ impl Inner {
             if o.is_committed() {
                 break;
             }
-            let parent = o.parent.clone();
+            let parent = o.parent();
             chain.push(v);
             v = parent;
         }
@@ -91,9 +91,10 @@ impl Inner {
         let head = self.head();
         pending.version.check_usable(head.seq)?;
         if let Some(base) = chain.last().and_then(|v| v.overlay.as_ref()) {
-            if base.parent.id != head.id {
+            let parent = base.parent();
+            if parent.id != head.id {
                 return Err(Error::Stale {
-                    base: base.parent.seq,
+                    base: parent.seq,
                     head: head.seq,
                 });
             }
@@ -121,15 +122,16 @@ impl Inner {
             return Err(Error::InvalidArgument("not an overlay".into()));
         };
         version.check_usable(head.seq)?;
-        if pending.parent.id != head.id {
+        let parent = pending.parent();
+        if parent.id != head.id {
             return Err(Error::Stale {
-                base: pending.parent.seq,
+                base: parent.seq,
                 head: head.seq,
             });
         }
         let mut freed: BTreeSet<u64> = pending.freed_values.iter().copied().collect();
         for key in &pending.freed_unwritten {
-            let l = pending.parent.written_value(key).ok_or_else(|| {
+            let l = parent.written_value(key).ok_or_else(|| {
                 Error::InvalidArgument("an ancestor overlay's value has no location".into())
             })?;
             freed.insert(l);
@@ -169,7 +171,7 @@ impl Inner {
 
         // Value records first: pages point at them.
         let mut locs = ValueLocs {
-            parent: Some(pending.parent.clone()),
+            parent: Some(parent.clone()),
             ..ValueLocs::default()
         };
         let mut values_written = Vec::new();
@@ -238,7 +240,7 @@ impl Inner {
 
         let dir = apply_record(&head.dir, &mut w.table, &record)
             .map_err(|e| Error::corruption(wal_file_name(w.wal.id()), 0, e.to_string()))?;
-        pending.mark_committed(locs.new.clone());
+        pending.mark_committed(locs.new.clone(), head.clone());
         self.set_head(
             w,
             Arc::new(Version {
