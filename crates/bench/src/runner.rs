@@ -11,6 +11,7 @@ use crate::workload::{add_balance, initial_entries, Generator, Op, RunShape, Wor
 use anyhow::{bail, ensure, Context, Result};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use sprig::core::{Hasher, ReferenceModel};
+use sprig::log::record::hex;
 use sprig::{KeyPath, Node};
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
@@ -19,10 +20,6 @@ use std::time::{Duration, Instant};
 /// The largest database `--check` replays on the reference model (it recomputes the root
 /// from every entry after each batch).
 pub const MODEL_MAX_ENTRIES: u64 = 1 << 17;
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
 
 fn bar(len: u64, what: &str, quiet: bool) -> ProgressBar {
     let bar = ProgressBar::new(len);

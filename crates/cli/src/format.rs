@@ -1,17 +1,10 @@
 //! Text forms of bytes and quantities: hex (with or without `0x`), byte sizes, rates and
 //! durations for human output. Pure functions; nothing here reads or writes.
 
-use std::fmt::Write as _;
 use std::time::Duration;
 
-/// Lowercase hex of `bytes`, without a prefix.
-pub fn hex(bytes: &[u8]) -> String {
-    let mut s = String::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        let _ = write!(s, "{b:02x}");
-    }
-    s
-}
+/// Lowercase hex of `bytes`, without a prefix (the engine's, as in its error messages).
+pub use sprig::log::record::hex;
 
 /// Decode hex (an optional `0x` prefix, either case). The error says what is wrong.
 pub fn unhex(text: &str) -> Result<Vec<u8>, String> {

@@ -53,10 +53,8 @@ pub fn sprig(dir: &Path, args: &[&str]) -> Run {
     sprig_env(dir, args, &[])
 }
 
-/// The hex of a byte string.
-pub fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
+/// The hex of a byte string, as the engine writes it.
+pub use sprig::log::record::hex;
 
 /// Write a JSON Lines file of `n` records with text keys `key-<i>` and hex values.
 pub fn write_text_keys(path: &Path, n: u32) {

@@ -373,6 +373,7 @@ impl SegmentTable {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use sprig_core::ValueHash;
 
     #[test]
     fn allocation_fills_segments_in_order() {
@@ -386,14 +387,20 @@ mod tests {
         assert_eq!(t.used_blocks(), 4 + 6 + 1 + 25 + 1);
     }
 
-    #[test]
-    fn value_records_round_trip_and_are_authenticated() {
+    /// In-memory segments and a 10,000-byte value record: (segments, key, value, hash, record).
+    fn value_record_fixture() -> (Segments, KeyPath, Vec<u8>, ValueHash, BlockBuf) {
         let storage: Arc<dyn Storage> = Arc::new(crate::io::MemoryStorage::new());
         let segs = Segments::new(storage, Hasher::Blake3);
         let key = [7u8; 32];
         let value = vec![5u8; 10_000];
         let hash = Hasher::Blake3.hash_value(&value);
         let rec = encode_value_record(&key, &value, &hash);
+        (segs, key, value, hash, rec)
+    }
+
+    #[test]
+    fn value_records_round_trip_and_are_authenticated() {
+        let (segs, key, value, hash, rec) = value_record_fixture();
         assert_eq!(rec.block_count() as u64, value_record_blocks(10_000));
         let f = segs.file(3, true).unwrap();
         f.write_at(rec.as_bytes(), loc_offset(loc(3, 2))).unwrap();
@@ -417,12 +424,7 @@ mod tests {
     /// its end fail as I/O errors instead of corruption naming the file and offset.
     #[test]
     fn reads_past_the_end_of_a_segment_are_corruption() {
-        let storage: Arc<dyn Storage> = Arc::new(crate::io::MemoryStorage::new());
-        let segs = Segments::new(storage, Hasher::Blake3);
-        let key = [7u8; 32];
-        let value = vec![5u8; 10_000];
-        let hash = Hasher::Blake3.hash_value(&value);
-        let rec = encode_value_record(&key, &value, &hash);
+        let (segs, key, _, hash, rec) = value_record_fixture();
         let f = segs.file(1, true).unwrap();
         // The record's last block is lost.
         let cut = rec.len() - BLOCK_BYTES;
