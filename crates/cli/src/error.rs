@@ -69,8 +69,12 @@ impl CliError {
             CliError::NotADatabase(_) => exit::DATABASE,
             CliError::Db(e) => match e {
                 sprig::Error::Corruption { .. } => exit::CORRUPTION,
-                sprig::Error::InvalidArgument(_) | sprig::Error::Proof(_) => exit::INVALID_INPUT,
-                sprig::Error::HasherMismatch { .. } => exit::USAGE,
+                sprig::Error::InvalidArgument(_)
+                | sprig::Error::ValueTooLarge { .. }
+                | sprig::Error::Proof(_) => exit::INVALID_INPUT,
+                sprig::Error::HasherMismatch { .. } | sprig::Error::NotRetained { .. } => {
+                    exit::USAGE
+                }
                 sprig::Error::NotFound(_) | sprig::Error::AlreadyExists(_) => exit::DATABASE,
                 _ => exit::IO,
             },

@@ -7,8 +7,7 @@
 //! key order. Nothing is visible until a checkpoint of the finished directory is durable: a
 //! crash during a bulk load leaves the empty database it started from.
 
-use crate::commit::UNWRITTEN;
-use crate::db::{Db, Inner, Version, MAX_VALUE_BYTES};
+use crate::db::{Db, Inner, Version};
 use crate::directory::{DirNode, Directory, PageLoc, PageRef};
 use crate::error::{Error, Result};
 use crate::io::{BlockBuf, OpenOptions, StorageFile};
@@ -18,7 +17,10 @@ use crate::log::segments::{
     value_record_blocks, SegmentTable,
 };
 use crate::log::wal::{wal_file_name, Wal};
-use crate::page::{ExternalValue, Layout, Page, ValueRef, MAX_INLINE_VALUE_BYTES, PAGE_BODY_BYTES};
+use crate::page::{
+    ExternalValue, Layout, Page, ValueRef, MAX_INLINE_VALUE_BYTES, MAX_VALUE_BYTES,
+    PAGE_BODY_BYTES, UNWRITTEN,
+};
 use crate::prefix::Prefix;
 use sprig_core::trie::{KeyPath, Node};
 use sprig_core::Hasher;
@@ -103,8 +105,10 @@ impl<'a> Buckets<'a> {
 
     fn push(&mut self, key: &KeyPath, value: &[u8]) -> Result<()> {
         let b = usize::from(key[0]);
-        let len = u32::try_from(value.len())
-            .map_err(|_| Error::InvalidArgument("value too large".into()))?;
+        let len = u32::try_from(value.len()).map_err(|_| Error::ValueTooLarge {
+            len: value.len() as u64,
+            max: MAX_VALUE_BYTES as u64,
+        })?;
         if let Some(buf) = self.memory.get_mut(b) {
             buf.extend_from_slice(key);
             buf.extend_from_slice(&len.to_le_bytes());
@@ -161,7 +165,7 @@ impl<'a> Buckets<'a> {
         if let Some(f) = &self.files[b] {
             let name = spill_name(b);
             let len = usize::try_from(self.spilled[b])
-                .map_err(|_| Error::InvalidArgument("bucket too large".into()))?;
+                .map_err(|_| Error::internal("a bulk-load spill file larger than memory"))?;
             bytes.resize(len, 0);
             f.read_at(&mut bytes, 0)
                 .map_err(|e| Error::io("reading", &name, e))?;
@@ -251,7 +255,7 @@ fn shape_of(
         Layout::Page(_, entries) if entries.is_empty() => Ok(Shape::Empty),
         Layout::Page(prefix, entries) => {
             let page = Page::build(hasher, prefix, seq, &entries)
-                .map_err(|e| Error::InvalidArgument(format!("building a page: {e}")))?;
+                .map_err(|e| Error::internal(format!("building a page: {e}")))?;
             let node = page.node(hasher);
             pages.push((page, node));
             Ok(Shape::Page(pages.len() - 1))
@@ -324,7 +328,7 @@ struct Output<'a> {
 impl Output<'_> {
     fn write(&mut self, blocks: &BlockBuf) -> Result<u64> {
         let n = u32::try_from(blocks.block_count())
-            .map_err(|_| Error::InvalidArgument("record too large".into()))?;
+            .map_err(|_| Error::internal("a record of more than 2^32 blocks"))?;
         let l = self.table.allocate(n);
         let extends = self.run.as_ref().is_some_and(|(start, buf)| {
             loc_segment(*start) == loc_segment(l)
@@ -362,8 +366,12 @@ impl Output<'_> {
         for (key, value) in &built.big_values {
             let rec = encode_value_record(key, value, &hasher.hash_value(value));
             let l = self.write(&rec)?;
-            let blocks = u32::try_from(value_record_blocks(value.len() as u64))
-                .map_err(|_| Error::InvalidArgument("value too large".into()))?;
+            let blocks = u32::try_from(value_record_blocks(value.len() as u64)).map_err(|_| {
+                Error::ValueTooLarge {
+                    len: value.len() as u64,
+                    max: MAX_VALUE_BYTES as u64,
+                }
+            })?;
             self.table.value_written(l, blocks, *key);
             locs.insert(*key, l);
             self.values += 1;
@@ -372,7 +380,7 @@ impl Output<'_> {
         for (page, node) in built.pages {
             let page = match page
                 .with_relocated_values(|key, _| locs.get(key).copied())
-                .map_err(|e| Error::InvalidArgument(format!("rebuilding a page: {e}")))?
+                .map_err(|e| Error::internal(format!("rebuilding a page: {e}")))?
             {
                 Some(p) => p,
                 None => page,
@@ -390,27 +398,28 @@ impl Output<'_> {
                 count: page.len() as u32,
             }))));
         }
-        Ok(assemble_shape(hasher, &built.shape, &mut written))
+        assemble_shape(hasher, &built.shape, &mut written)
     }
 }
 
+/// The directory subtree of a built region's shape, taking each page from `pages` (every page
+/// exactly once: a page missing or used twice is a bug, never an empty subtree).
 fn assemble_shape(
     hasher: Hasher,
     shape: &Shape,
     pages: &mut [Option<Arc<DirNode>>],
-) -> Arc<DirNode> {
-    match shape {
+) -> Result<Arc<DirNode>> {
+    Ok(match shape {
         Shape::Empty => Arc::new(DirNode::Empty),
-        Shape::Page(i) => pages
-            .get_mut(*i)
-            .and_then(Option::take)
-            .unwrap_or_else(|| Arc::new(DirNode::Empty)),
+        Shape::Page(i) => pages.get_mut(*i).and_then(Option::take).ok_or_else(|| {
+            Error::internal(format!("bulk load: page {i} of a region is missing"))
+        })?,
         Shape::Split(l, r) => Arc::new(DirNode::branch(
             hasher,
-            assemble_shape(hasher, l, pages),
-            assemble_shape(hasher, r, pages),
+            assemble_shape(hasher, l, pages)?,
+            assemble_shape(hasher, r, pages)?,
         )),
-    }
+    })
 }
 
 /// Read the input into the buckets; returns how many items it held.
@@ -426,10 +435,10 @@ where
     for item in items {
         let (key, value) = item?;
         if value.len() > MAX_VALUE_BYTES {
-            return Err(Error::InvalidArgument(format!(
-                "value of {} bytes is larger than the limit of {MAX_VALUE_BYTES} bytes",
-                value.len()
-            )));
+            return Err(Error::ValueTooLarge {
+                len: value.len() as u64,
+                max: MAX_VALUE_BYTES as u64,
+            });
         }
         buckets.push(&key, &value)?;
         seen += 1;
@@ -495,9 +504,7 @@ impl Db {
         }
         let head = inner.head();
         if head.seq != 0 || !head.dir.is_empty() {
-            return Err(Error::InvalidArgument(
-                "bulk load needs a new, empty database".into(),
-            ));
+            return Err(Error::NotEmpty("a bulk load"));
         }
         let mut buckets = Buckets::new(inner, buffer_bytes);
         // Partitioning only fills spill files: a failure there leaves the database as it was.
@@ -557,7 +564,7 @@ impl Db {
                     .into_iter()
                     .map(|h| {
                         h.join()
-                            .map_err(|_| Error::InvalidArgument("bulk worker panicked".into()))?
+                            .map_err(|_| Error::internal("a bulk-load worker panicked"))?
                     })
                     .collect::<Result<_>>()
             })?;

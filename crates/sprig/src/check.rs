@@ -80,7 +80,7 @@ impl Db {
                 .map(|l| {
                     inner.segments.read_blocks(&[*l]).and_then(|mut v| {
                         v.pop()
-                            .ok_or_else(|| Error::InvalidArgument("no block".into()))
+                            .ok_or_else(|| Error::internal("a block asked for was not read"))
                     })
                 })
                 .collect(),

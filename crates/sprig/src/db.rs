@@ -28,9 +28,6 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-/// The largest value Sprig stores (4 GiB − 1).
-pub const MAX_VALUE_BYTES: usize = u32::MAX as usize;
-
 /// A version of the state: committed, or an overlay of uncommitted changes.
 pub(crate) struct Version {
     /// Unique among the versions of this database handle: what a commit checks it builds on.
@@ -568,9 +565,10 @@ impl Inner {
                     (Some(a), Some(b)) => format!("{} to {}", a.seq, b.seq),
                     _ => "none".into(),
                 };
-                Error::InvalidArgument(format!(
-                    "version {seq} is not retained (retained versions: {range})"
-                ))
+                Error::NotRetained {
+                    seq,
+                    retained: range,
+                }
             })
     }
 
@@ -628,8 +626,8 @@ impl Inner {
                         None => misses.push((i, (l, checksum, *prefix))),
                     },
                     (None, None) => {
-                        return Err(Error::InvalidArgument(
-                            "an in-memory page was released before it was written".into(),
+                        return Err(Error::internal(
+                            "an in-memory page was released before it was written",
                         ))
                     }
                 },
@@ -654,7 +652,7 @@ impl Inner {
             }
         }
         out.into_iter()
-            .map(|p| p.ok_or_else(|| Error::InvalidArgument("page not loaded".into())))
+            .map(|p| p.ok_or_else(|| Error::internal("a page asked for was not loaded")))
             .collect()
     }
 
@@ -668,7 +666,7 @@ impl Inner {
     ) -> Result<Vec<u8>> {
         match value {
             ValueRef::Inline(v) => Ok(v.to_vec()),
-            ValueRef::External(x) if x.loc == crate::commit::UNWRITTEN => {
+            ValueRef::External(x) if x.loc == crate::page::UNWRITTEN => {
                 if let Some(bytes) = version.unwritten_value(key) {
                     return Ok(bytes);
                 }
@@ -676,7 +674,7 @@ impl Inner {
                 // commit wrote it.
                 let loc = version
                     .written_value(key)
-                    .ok_or_else(|| Error::InvalidArgument("an overlay value is missing".into()))?;
+                    .ok_or_else(|| Error::internal("an overlay value has no location"))?;
                 self.counters.value_read(x.len);
                 self.segments
                     .read_value(key, &crate::page::ExternalValue { loc, ..x })
@@ -771,7 +769,7 @@ impl ReadView {
             .inner
             .load_pages(&[(prefix, r.clone())], ReadKind::Lookup)?
             .pop()
-            .ok_or_else(|| Error::InvalidArgument("page not loaded".into()))?;
+            .ok_or_else(|| Error::internal("a page asked for was not loaded"))?;
         match page.get(key) {
             Some(v) => self.inner.value_bytes(&self.version, key, v).map(Some),
             None => Ok(None),

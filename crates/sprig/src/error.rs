@@ -1,6 +1,8 @@
 //! Sprig's error type. Corruption names the file, the offset and what failed; I/O errors name
-//! the operation and the file; bad input is an invalid argument with a sentence saying what is
-//! wrong.
+//! the operation and the file; misuse of the API has a variant of its own per case, so callers
+//! (and tests) match on variants, never on text; bad input is an invalid argument with a
+//! sentence saying what is wrong; a broken internal invariant is [`Error::Internal`] (a bug in
+//! Sprig, never the caller's fault).
 
 use sprig_core::{Hasher, ProofError};
 use std::path::PathBuf;
@@ -36,6 +38,14 @@ pub enum Error {
     /// An argument or option is not acceptable.
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
+    /// A value is larger than Sprig stores.
+    #[error("a value of {len} bytes is larger than the limit of {max} bytes")]
+    ValueTooLarge {
+        /// The value's length.
+        len: u64,
+        /// The largest value stored ([`crate::MAX_VALUE_BYTES`]).
+        max: u64,
+    },
     /// The database exists but was created with another hasher than the one requested.
     #[error("the database uses hasher {stored}, but {requested} was requested")]
     HasherMismatch {
@@ -43,6 +53,14 @@ pub enum Error {
         stored: Hasher,
         /// The hasher in the options.
         requested: Hasher,
+    },
+    /// The database was written in an on-disk format this build does not read.
+    #[error("the database has format version {found}; this build reads version {supported}")]
+    UnsupportedFormat {
+        /// The version found on disk.
+        found: u32,
+        /// The version this build reads and writes.
+        supported: u32,
     },
     /// No database at the path.
     #[error("no Sprig database at {0}")]
@@ -53,6 +71,9 @@ pub enum Error {
     /// Another process (or handle) has the database open.
     #[error("the database at {0} is locked by another process")]
     Locked(PathBuf),
+    /// The database was opened read-only and a write was asked for.
+    #[error("the database was opened read-only")]
+    ReadOnly,
     /// An earlier write or sync failed; the database refuses writes until it is reopened,
     /// because a failed sync may have lost data that retrying would not restore.
     #[error("the database refuses writes after an earlier write failure ({0}); reopen it")]
@@ -65,9 +86,62 @@ pub enum Error {
         /// The latest committed version.
         head: u64,
     },
+    /// The overlay (or one below it) was discarded.
+    #[error("overlay {overlay} (version {seq}) was discarded")]
+    Discarded {
+        /// The overlay's id.
+        overlay: u64,
+        /// The sequence number it would have had.
+        seq: u64,
+    },
+    /// The database reached the overlay's sequence number by another path (a sibling was
+    /// committed, or a rollback), so the overlay (or one below it) can no longer be used.
+    #[error("overlay {overlay} (version {seq}) was superseded: the database is at version {head}")]
+    Superseded {
+        /// The overlay's id.
+        overlay: u64,
+        /// The sequence number it would have had.
+        seq: u64,
+        /// The latest committed version.
+        head: u64,
+    },
+    /// The overlay was committed already.
+    #[error("overlay {0} was already committed")]
+    AlreadyCommitted(u64),
+    /// The overlays alive together would hold more memory than `Options::max_overlay_bytes`.
+    #[error(
+        "overlay memory limit of {limit} bytes reached ({in_use} in use, {needed} more needed): \
+         commit or drop overlays, or raise Options::max_overlay_bytes"
+    )]
+    OverlayMemoryLimit {
+        /// The limit.
+        limit: u64,
+        /// Bytes held by live overlays.
+        in_use: u64,
+        /// Bytes the new overlay needs.
+        needed: u64,
+    },
+    /// A committed version was asked for that is not retained.
+    #[error("version {seq} is not retained (retained versions: {retained})")]
+    NotRetained {
+        /// The version asked for.
+        seq: u64,
+        /// The retained range, e.g. "4 to 7".
+        retained: String,
+    },
+    /// A batch, overlay or handle was used with a database or handle it does not belong to.
+    #[error("{0}")]
+    Foreign(&'static str),
+    /// The operation needs a new, empty database.
+    #[error("{0} needs a new, empty database")]
+    NotEmpty(&'static str),
     /// A proof failed to verify.
     #[error("proof error: {0}")]
     Proof(#[from] ProofError),
+    /// An internal invariant of Sprig broke: a bug, reported instead of continuing with
+    /// state that cannot be trusted.
+    #[error("internal error (a bug in Sprig, please report it): {0}")]
+    Internal(String),
 }
 
 impl Error {
@@ -87,6 +161,11 @@ impl Error {
             offset,
             what: what.into(),
         }
+    }
+
+    /// A broken internal invariant.
+    pub fn internal(what: impl Into<String>) -> Error {
+        Error::Internal(what.into())
     }
 
     /// Whether this is a corruption error.

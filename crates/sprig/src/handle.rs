@@ -87,8 +87,8 @@ impl Handle {
             State::Overlay(pending) => &pending.version,
         };
         if !Arc::ptr_eq(batch.base(), base) {
-            return Err(Error::InvalidArgument(
-                "the batch was not begun on this handle's state".into(),
+            return Err(Error::Foreign(
+                "the batch was not begun on this handle's state",
             ));
         }
         let pending = batch.finish()?;

@@ -35,10 +35,11 @@ impl OverlayMemory {
         let before = self.bytes.fetch_add(bytes, Ordering::Relaxed);
         if before + bytes > limit {
             self.bytes.fetch_sub(bytes, Ordering::Relaxed);
-            return Err(Error::InvalidArgument(format!(
-                "overlay memory limit of {limit} bytes reached ({before} in use, {bytes} more needed): \
-                 commit or drop overlays, or raise Options::max_overlay_bytes"
-            )));
+            return Err(Error::OverlayMemoryLimit {
+                limit,
+                in_use: before,
+                needed: bytes,
+            });
         }
         self.count.fetch_add(1, Ordering::Relaxed);
         Ok(MemoryCharge {
@@ -169,14 +170,15 @@ impl Version {
     /// (the database reached its sequence number without it), or built on one that is.
     pub(crate) fn check_usable(&self, head_seq: u64) -> Result<()> {
         self.walk_chain(|v, o| match o.status.load(Ordering::Acquire) {
-            DISCARDED => Some(Err(Error::InvalidArgument(format!(
-                "overlay {} (version {}) was discarded",
-                v.id, v.seq
-            )))),
-            LIVE if head_seq >= v.seq => Some(Err(Error::InvalidArgument(format!(
-                "overlay {} (version {}) was superseded: the database is at version {head_seq}",
-                v.id, v.seq
-            )))),
+            DISCARDED => Some(Err(Error::Discarded {
+                overlay: v.id,
+                seq: v.seq,
+            })),
+            LIVE if head_seq >= v.seq => Some(Err(Error::Superseded {
+                overlay: v.id,
+                seq: v.seq,
+                head: head_seq,
+            })),
             _ => None,
         })
         .unwrap_or(Ok(()))

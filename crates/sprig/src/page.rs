@@ -18,7 +18,8 @@ use crate::io::{Block, BLOCK_BYTES};
 use crate::prefix::Prefix;
 use sprig_core::proof::{path_proof_below, prove_and_update, PathProof, ProofNode};
 use sprig_core::trie::{
-    bit_at, parent, subtrie_root, KeyPath, Node, ValueHash, KEY_BITS, TERMINATOR,
+    bit_at, parent, shared_prefix_bits, subtrie_root, KeyPath, Node, ValueHash, KEY_BITS,
+    TERMINATOR,
 };
 use sprig_core::Hasher;
 use std::sync::Arc;
@@ -40,6 +41,11 @@ pub const PAGE_HEADER_BYTES: usize = BUCKETS_AT + BUCKETS * 32;
 pub const PAGE_BODY_BYTES: usize = BLOCK_BYTES - PAGE_HEADER_BYTES;
 /// The largest value stored inside a page; larger values go to the value log.
 pub const MAX_INLINE_VALUE_BYTES: usize = 1024;
+/// The largest value Sprig stores (4 GiB − 1).
+pub const MAX_VALUE_BYTES: usize = u32::MAX as usize;
+/// The location of a value-log record not written yet: an in-memory page of an overlay points
+/// at its new large values this way until the commit that writes them. Never valid on disk.
+pub(crate) const UNWRITTEN: u64 = u64::MAX;
 
 const KIND_INLINE: u8 = 0;
 const KIND_EXTERNAL: u8 = 1;
@@ -226,8 +232,11 @@ impl<'a> Cursor<'a> {
     }
 
     /// One entry at the cursor.
-    fn entry(&mut self) -> Result<(&'a [u8], ValueRef<'a>), PageError> {
-        let key = self.slice(ENTRY_KEY_BYTES)?;
+    fn entry(&mut self) -> Result<(&'a KeyPath, ValueRef<'a>), PageError> {
+        let key: &'a KeyPath = self
+            .slice(ENTRY_KEY_BYTES)?
+            .try_into()
+            .map_err(|_| PageError::Malformed("truncated key"))?;
         let value = match self.take::<1>()? {
             [KIND_INLINE] => {
                 let len = usize::from(u16::from_le_bytes(self.take()?));
@@ -236,20 +245,22 @@ impl<'a> Cursor<'a> {
                 }
                 ValueRef::Inline(self.slice(len)?)
             }
-            [KIND_EXTERNAL] => ValueRef::External(ExternalValue {
-                loc: u64::from_le_bytes(self.take()?),
-                len: u64::from_le_bytes(self.take()?),
-                hash: self.take()?,
-            }),
+            [KIND_EXTERNAL] => {
+                let x = ExternalValue {
+                    loc: u64::from_le_bytes(self.take()?),
+                    len: u64::from_le_bytes(self.take()?),
+                    hash: self.take()?,
+                };
+                // Values at most MAX_INLINE_VALUE_BYTES long are always stored inline.
+                if x.len <= MAX_INLINE_VALUE_BYTES as u64 || x.len > MAX_VALUE_BYTES as u64 {
+                    return Err(PageError::Malformed("external value length out of range"));
+                }
+                ValueRef::External(x)
+            }
             _ => return Err(PageError::Malformed("unknown value kind")),
         };
         Ok((key, value))
     }
-}
-
-fn key_of(bytes: &[u8]) -> &KeyPath {
-    // Entry keys are always 32-byte slices cut by `Cursor::entry`.
-    bytes.try_into().unwrap_or(&[0u8; 32])
 }
 
 impl Page {
@@ -263,8 +274,14 @@ impl Page {
         Page::from_block(Arc::new(block))
     }
 
-    /// Validate a block as a page, checking every structural rule.
+    /// Validate a block read from disk as a page, checking every structural rule.
     pub fn from_block(block: Arc<Block>) -> Result<Page, PageError> {
+        Page::parse(block, false)
+    }
+
+    /// Validate a block as a page. Only a page built in memory (`in_memory`) may point at a
+    /// value not written yet.
+    fn parse(block: Arc<Block>, in_memory: bool) -> Result<Page, PageError> {
         let bytes = &block.0[..];
         let mut r = Cursor { bytes, at: 0 };
         if r.take::<4>()? != PAGE_MAGIC || r.take::<1>()? != [PAGE_VERSION] {
@@ -285,14 +302,17 @@ impl Page {
         r.slice(BUCKETS * 32)?;
         let body_end = PAGE_HEADER_BYTES + used;
         let mut offsets = Vec::with_capacity(count.min(PAGE_BODY_BYTES / INLINE_OVERHEAD_BYTES));
-        let mut last: Option<&[u8]> = None;
+        let mut last: Option<&KeyPath> = None;
         for _ in 0..count {
             let start = r.at;
-            let (key, _) = r.entry()?;
+            let (key, value) = r.entry()?;
+            if !in_memory && value.external().is_some_and(|x| x.loc == UNWRITTEN) {
+                return Err(PageError::Malformed("value location never written"));
+            }
             if r.at > body_end {
                 return Err(PageError::Malformed("entries overrun the used bytes"));
             }
-            if !prefix.contains(key_of(key)) {
+            if !prefix.contains(key) {
                 return Err(PageError::Malformed("entry outside the page's prefix"));
             }
             if last.is_some_and(|l| l >= key) {
@@ -342,16 +362,14 @@ impl Page {
             bytes: &self.block.0,
             at: usize::from(offset),
         };
-        // Every offset was validated when the page was decoded or built.
+        // Every offset was validated when the page was decoded (or built, then decoded back):
+        // an entry that fails here means memory was corrupted, and nothing read from this page
+        // can be trusted.
         match r.entry() {
-            Ok((key, value)) => EntryRef {
-                key: key_of(key),
-                value,
-            },
-            Err(_) => EntryRef {
-                key: &[0u8; 32],
-                value: ValueRef::Inline(&[]),
-            },
+            Ok((key, value)) => EntryRef { key, value },
+            Err(e) => panic!(
+                "invariant broken: page entry at validated offset {offset} fails to decode: {e}"
+            ),
         }
     }
 
@@ -500,24 +518,24 @@ impl Page {
             return Err(PageError::Overflow);
         }
         let count = u16::try_from(entries.len()).map_err(|_| PageError::Overflow)?;
+        let used16 = u16::try_from(used).map_err(|_| PageError::Overflow)?;
         let mut block = Block([0u8; BLOCK_BYTES]);
         let mut w = Writer {
             buf: &mut block.0,
             at: 0,
         };
-        w.put(&PAGE_MAGIC);
-        w.put(&[PAGE_VERSION, 0]);
-        w.put(&prefix.len_u16().to_le_bytes());
-        w.put(prefix.bits());
-        w.put(&seq.to_le_bytes());
-        debug_assert_eq!(w.at, COUNT_AT);
-        w.put(&count.to_le_bytes());
-        debug_assert_eq!(w.at, USED_AT);
-        // `used` is at most PAGE_BODY_BYTES, which fits in u16.
-        w.put(&(used as u16).to_le_bytes());
-        debug_assert_eq!(w.at, BUCKETS_AT);
+        w.put(&PAGE_MAGIC)?;
+        w.put(&[PAGE_VERSION, 0])?;
+        w.put(&prefix.len_u16().to_le_bytes())?;
+        w.put(prefix.bits())?;
+        w.put(&seq.to_le_bytes())?;
+        assert_eq!(w.at, COUNT_AT, "page header layout");
+        w.put(&count.to_le_bytes())?;
+        assert_eq!(w.at, USED_AT, "page header layout");
+        w.put(&used16.to_le_bytes())?;
+        assert_eq!(w.at, BUCKETS_AT, "page header layout");
         for b in buckets {
-            w.put(b);
+            w.put(b)?;
         }
         let mut offsets = Vec::with_capacity(entries.len());
         let mut last: Option<&KeyPath> = None;
@@ -528,31 +546,32 @@ impl Page {
                 ));
             }
             last = Some(key);
-            offsets.push(w.at as u16);
-            w.put(key);
+            offsets.push(u16::try_from(w.at).map_err(|_| PageError::Overflow)?);
+            w.put(key)?;
             match value {
                 ValueRef::Inline(v) => {
-                    if v.len() > MAX_INLINE_VALUE_BYTES {
-                        return Err(PageError::Malformed("inline value too long"));
-                    }
-                    w.put(&[KIND_INLINE]);
-                    w.put(&(v.len() as u16).to_le_bytes());
-                    w.put(v);
+                    let len = u16::try_from(v.len())
+                        .ok()
+                        .filter(|l| usize::from(*l) <= MAX_INLINE_VALUE_BYTES)
+                        .ok_or(PageError::Malformed("inline value too long"))?;
+                    w.put(&[KIND_INLINE])?;
+                    w.put(&len.to_le_bytes())?;
+                    w.put(v)?;
                 }
                 ValueRef::External(x) => {
-                    w.put(&[KIND_EXTERNAL]);
-                    w.put(&x.loc.to_le_bytes());
-                    w.put(&x.len.to_le_bytes());
-                    w.put(&x.hash);
+                    w.put(&[KIND_EXTERNAL])?;
+                    w.put(&x.loc.to_le_bytes())?;
+                    w.put(&x.len.to_le_bytes())?;
+                    w.put(&x.hash)?;
                 }
             }
         }
-        Ok(Page {
-            block: Arc::new(block),
-            prefix,
-            seq,
-            offsets,
-        })
+        // Pair assertion: what was just written must decode to exactly what was meant.
+        let page = Page::parse(Arc::new(block), true)?;
+        if page.offsets != offsets || page.seq != seq || page.prefix != prefix {
+            return Err(PageError::Malformed("a built page decodes differently"));
+        }
+        Ok(page)
     }
 
     /// A copy of this page with every value-log pointer passed through `relocate`, or `None`
@@ -588,13 +607,18 @@ struct Writer<'a> {
 }
 
 impl Writer<'_> {
-    /// Callers check sizes before writing; an overrun is dropped rather than panicking.
-    fn put(&mut self, bytes: &[u8]) {
-        let end = self.at + bytes.len();
-        if let Some(dst) = self.buf.get_mut(self.at..end) {
-            dst.copy_from_slice(bytes);
-        }
+    /// Append `bytes`; callers check sizes first, so an overrun is an error, never dropped.
+    fn put(&mut self, bytes: &[u8]) -> Result<(), PageError> {
+        let end = self
+            .at
+            .checked_add(bytes.len())
+            .ok_or(PageError::Overflow)?;
+        self.buf
+            .get_mut(self.at..end)
+            .ok_or(PageError::Overflow)?
+            .copy_from_slice(bytes);
         self.at = end;
+        Ok(())
     }
 }
 
@@ -713,23 +737,77 @@ pub enum Layout<'a> {
 impl<'a> Layout<'a> {
     /// Lay out `entries` (sorted, distinct, all under `prefix`) into pages, splitting by the
     /// next bit while a region does not fit into `fill_bytes` (at most a page body).
+    ///
+    /// Costs O(entries) memory and O(entries + pages × depth) time whatever the keys: sizes
+    /// come from prefix sums, sub-regions are slices until they become pages, and a run of
+    /// levels where every key goes the same way (keys sharing a long prefix) is crossed in
+    /// one step.
     pub fn build(
         prefix: Prefix,
         entries: Vec<(KeyPath, ValueRef<'a>)>,
         fill_bytes: usize,
     ) -> Layout<'a> {
         let limit = fill_bytes.min(PAGE_BODY_BYTES);
-        if body_bytes(&entries) <= limit || entries.len() <= 1 || prefix.is_full() {
+        let mut sums = Vec::with_capacity(entries.len() + 1);
+        let mut total = 0usize;
+        sums.push(0);
+        for (_, v) in &entries {
+            total += v.entry_bytes();
+            sums.push(total);
+        }
+        if total <= limit || entries.len() <= 1 || prefix.is_full() {
             return Layout::Page(prefix, entries);
         }
+        Layout::build_range(prefix, &entries, &sums, limit)
+    }
+
+    /// The layout of `entries`, whose sizes are the differences of `sums` (one more item).
+    fn build_range(
+        prefix: Prefix,
+        entries: &[(KeyPath, ValueRef<'a>)],
+        sums: &[usize],
+        limit: usize,
+    ) -> Layout<'a> {
+        let bytes = sums.last().copied().unwrap_or(0) - sums.first().copied().unwrap_or(0);
+        let (Some(first), Some(last)) = (entries.first(), entries.last()) else {
+            return Layout::Page(prefix, Vec::new());
+        };
+        if bytes <= limit || entries.len() <= 1 || prefix.is_full() {
+            return Layout::Page(prefix, entries.to_vec());
+        }
+        // Every key agrees on the bits down to where the first and the last differ: the
+        // levels in between have all entries on one side and nothing on the other.
         let depth = prefix.depth();
-        let split = entries.partition_point(|(k, _)| !bit_at(k, depth));
-        let mut left = entries;
-        let right = left.split_off(split);
-        Layout::Split(
-            Box::new(Layout::build(prefix.child(false), left, fill_bytes)),
-            Box::new(Layout::build(prefix.child(true), right, fill_bytes)),
-        )
+        let split_depth = shared_prefix_bits(&first.0, &last.0).max(depth);
+        assert!(
+            split_depth < KEY_BITS,
+            "distinct sorted keys differ before the last bit"
+        );
+        let at = Prefix::of_key(&first.0, split_depth);
+        let split = entries.partition_point(|(k, _)| !bit_at(k, split_depth));
+        let (left, right) = entries.split_at(split);
+        let (left_sums, right_sums) = (&sums[..=split], &sums[split..]);
+        let mut layout = Layout::Split(
+            Box::new(Layout::build_range(at.child(false), left, left_sums, limit)),
+            Box::new(Layout::build_range(
+                at.child(true),
+                right,
+                right_sums,
+                limit,
+            )),
+        );
+        // Wrap the split in the chain of one-sided levels above it, bottom up.
+        for d in (depth..split_depth).rev() {
+            let here = Prefix::of_key(&first.0, d);
+            let empty = Box::new(Layout::Page(here.child(!bit_at(&first.0, d)), Vec::new()));
+            let full = Box::new(layout);
+            layout = if bit_at(&first.0, d) {
+                Layout::Split(empty, full)
+            } else {
+                Layout::Split(full, empty)
+            };
+        }
+        layout
     }
 
     /// The number of pages in the layout.
@@ -874,6 +952,55 @@ mod tests {
         let mut few = refs(&values[..3]);
         few.swap(0, 1);
         assert!(Page::build(Hasher::Blake3, Prefix::root(), 1, &few).is_err());
+    }
+
+    /// The plain definition of a layout: split by the next bit until every region fits.
+    fn naive_layout<'a>(
+        prefix: Prefix,
+        entries: Vec<(KeyPath, ValueRef<'a>)>,
+        fill: usize,
+    ) -> Layout<'a> {
+        if body_bytes(&entries) <= fill || entries.len() <= 1 || prefix.is_full() {
+            return Layout::Page(prefix, entries);
+        }
+        let split = entries.partition_point(|(k, _)| !bit_at(k, prefix.depth()));
+        let mut left = entries;
+        let right = left.split_off(split);
+        Layout::Split(
+            Box::new(naive_layout(prefix.child(false), left, fill)),
+            Box::new(naive_layout(prefix.child(true), right, fill)),
+        )
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig { cases: 300, ..Default::default() })]
+        /// The fast layout (prefix sums, one-sided levels crossed in one step) is exactly the
+        /// plain one, for keys spread out and for keys sharing long prefixes of 0s or 1s.
+        #[test]
+        fn fast_layout_equals_the_plain_one(
+            n in 0u32..400,
+            shared in proptest::prop_oneof![proptest::strategy::Just(0usize), 1usize..250],
+            ones in proptest::bool::ANY,
+            value_len in 0usize..200,
+            depth in 0usize..3,
+        ) {
+            let mut values: Vec<(KeyPath, Vec<u8>)> = (0..n)
+                .map(|i| {
+                    let mut k = key(i);
+                    for b in 0..shared { sprig_core::trie::set_bit(&mut k, b, ones); }
+                    (k, vec![i as u8; value_len])
+                })
+                .collect();
+            values.sort_by_key(|x| x.0);
+            values.dedup_by_key(|x| x.0);
+            let prefix = match values.first() {
+                Some((k, _)) => Prefix::of_key(k, depth.min(shared)),
+                None => Prefix::root(),
+            };
+            let fast = Layout::build(prefix, refs(&values), PAGE_BODY_BYTES);
+            let plain = naive_layout(prefix, refs(&values), PAGE_BODY_BYTES);
+            proptest::prop_assert_eq!(fast, plain);
+        }
     }
 
     #[test]

@@ -88,7 +88,7 @@ impl Db {
         };
         let payload = record
             .encode()
-            .map_err(|e| Error::InvalidArgument(e.to_string()))?;
+            .map_err(|e| Error::internal(e.to_string()))?;
         let sync = inner.options.sync == SyncPolicy::Always;
         if let Err(e) = w.wal.append(next, &payload, sync) {
             w.poisoned = Some(e.to_string());

@@ -72,5 +72,5 @@ fn bulk_load_refuses_a_database_with_data() {
     b.put(db.key_path(b"a"), b"1".to_vec()).unwrap();
     db.commit(b.finish().unwrap()).unwrap();
     let err = db.bulk_load(items(10, 1), &mut |_| {}).unwrap_err();
-    assert!(err.to_string().contains("empty"), "{err}");
+    assert!(matches!(err, sprig::Error::NotEmpty(_)), "{err}");
 }

@@ -94,7 +94,7 @@ fn historical_versions_read_and_prove_their_own_state() {
             }
             Err(e) => {
                 assert!(!retained.contains(seq));
-                assert!(e.to_string().contains("not retained"), "{e}");
+                assert!(matches!(e, sprig::Error::NotRetained { .. }), "{e}");
             }
         }
     }

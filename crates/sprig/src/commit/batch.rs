@@ -3,11 +3,11 @@
 
 use super::rewrite::{merge_sparse, rewrite_regions, RegionWork};
 use super::{Change, Region};
-use crate::db::{Inner, Pin, Version, MAX_VALUE_BYTES};
+use crate::db::{Inner, Pin, Version};
 use crate::directory::{DirNode, PageRef};
 use crate::error::{Error, Result};
 use crate::overlay::{overlay_bytes, OverlayParts, OverlayState, Pending};
-use crate::page::{Page, MAX_INLINE_VALUE_BYTES};
+use crate::page::{Page, MAX_INLINE_VALUE_BYTES, MAX_VALUE_BYTES};
 use crate::prefix::Prefix;
 use crate::stats::ReadKind;
 use sprig_core::trie::KeyPath;
@@ -77,10 +77,10 @@ impl WriteBatch {
     pub fn put(&mut self, key: KeyPath, value: impl Into<Vec<u8>>) -> Result<()> {
         let value = value.into();
         if value.len() > MAX_VALUE_BYTES {
-            return Err(Error::InvalidArgument(format!(
-                "value of {} bytes is larger than the limit of {MAX_VALUE_BYTES} bytes",
-                value.len()
-            )));
+            return Err(Error::ValueTooLarge {
+                len: value.len() as u64,
+                max: MAX_VALUE_BYTES as u64,
+            });
         }
         self.changes.insert(key, Some(value));
         Ok(())

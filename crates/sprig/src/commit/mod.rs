@@ -25,9 +25,6 @@ use crate::prefix::Prefix;
 use sprig_core::trie::{KeyPath, Node};
 use std::sync::Arc;
 
-/// The location of a value not yet written (resolved at commit).
-pub(crate) const UNWRITTEN: u64 = u64::MAX;
-
 /// A change to one key: a new value, or `None` to delete.
 pub(crate) type Change = (KeyPath, Option<Vec<u8>>);
 /// A replaced region of the directory and its new subtree.
@@ -62,9 +59,7 @@ impl Db {
     /// discarded or superseded.
     pub fn commit(&self, pending: Pending) -> Result<CommitInfo> {
         if !Arc::ptr_eq(&pending.inner, &self.inner) {
-            return Err(Error::InvalidArgument(
-                "the batch belongs to another database".into(),
-            ));
+            return Err(Error::Foreign("the batch belongs to another database"));
         }
         self.inner.commit(pending, CleanMode::Auto)
     }

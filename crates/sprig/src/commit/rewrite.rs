@@ -2,12 +2,12 @@
 //! compute its new node in one pass, then build the region's new page (or pages, when it
 //! overflows and splits); and the merge of sparse regions afterwards.
 
-use super::{Change, Region, UNWRITTEN};
+use super::{Change, Region};
 use crate::db::Inner;
 use crate::directory::{pages_under, DirNode, Directory, MemoryPage, PageLoc, PageRef};
 use crate::error::{Error, Result};
 use crate::page::{
-    fits, ExternalValue, Layout, Page, ValueRef, MAX_INLINE_VALUE_BYTES, PAGE_BODY_BYTES,
+    fits, ExternalValue, Layout, Page, ValueRef, MAX_INLINE_VALUE_BYTES, PAGE_BODY_BYTES, UNWRITTEN,
 };
 use crate::prefix::Prefix;
 use crate::stats::ReadKind;
@@ -77,7 +77,7 @@ pub(super) fn rewrite_regions(
         for h in handles {
             let part = h
                 .join()
-                .map_err(|_| Error::InvalidArgument("a commit worker panicked".into()))??;
+                .map_err(|_| Error::internal("a commit worker panicked"))??;
             out.extend(part);
         }
         Ok(out)
@@ -166,7 +166,7 @@ fn rewrite_region(
             Some(b) => Page::build_with_buckets(work.prefix, seq, &items, b),
             None => Page::build(hasher, work.prefix, seq, &items),
         }
-        .map_err(|e| Error::InvalidArgument(format!("building a page: {e}")))?;
+        .map_err(|e| Error::internal(format!("building a page: {e}")))?;
         debug_assert_eq!(page.node(hasher), node);
         (page_node(page, node), 0)
     } else {
@@ -174,7 +174,7 @@ fn rewrite_region(
         let splits = layout.page_count() as u64 - 1;
         let subtree = subtree_of(hasher, layout, seq)?;
         if subtree.node() != node {
-            return Err(Error::InvalidArgument(format!(
+            return Err(Error::internal(format!(
                 "split region {} hashes differently from its entries",
                 work.prefix
             )));
@@ -206,7 +206,7 @@ fn subtree_of(hasher: Hasher, layout: Layout<'_>, seq: u64) -> Result<Arc<DirNod
         Layout::Page(_, entries) if entries.is_empty() => Ok(Arc::new(DirNode::Empty)),
         Layout::Page(prefix, entries) => {
             let page = Page::build(hasher, prefix, seq, &entries)
-                .map_err(|e| Error::InvalidArgument(format!("building a page: {e}")))?;
+                .map_err(|e| Error::internal(format!("building a page: {e}")))?;
             let node = page.node(hasher);
             Ok(page_node(page, node))
         }

@@ -2,7 +2,7 @@
 //! sequential runs, sync, append the commit record to the log, sync, publish the new version;
 //! then housekeeping (checkpoints, deleting segments no version needs).
 
-use super::{CommitInfo, UNWRITTEN};
+use super::CommitInfo;
 use crate::cleaner::CleanMode;
 use crate::db::{Inner, Version, Writer};
 use crate::directory::{DirNode, MemoryPage, PageLoc, PageRef};
@@ -16,7 +16,7 @@ use crate::log::segments::{
 use crate::log::wal::{wal_file_name, Wal};
 use crate::options::SyncPolicy;
 use crate::overlay::Pending;
-use crate::page::Page;
+use crate::page::{Page, MAX_VALUE_BYTES, UNWRITTEN};
 use sprig_core::trie::KeyPath;
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
@@ -44,8 +44,10 @@ impl ValueLocs {
 
 /// The blocks of a value record.
 fn value_blocks(value: &[u8]) -> Result<u32> {
-    u32::try_from(value_record_blocks(value.len() as u64))
-        .map_err(|_| Error::InvalidArgument("value too large".into()))
+    u32::try_from(value_record_blocks(value.len() as u64)).map_err(|_| Error::ValueTooLarge {
+        len: value.len() as u64,
+        max: MAX_VALUE_BYTES as u64,
+    })
 }
 
 /// What a commit's page writes produce: each page as written (value pointers resolved), by
@@ -81,10 +83,7 @@ impl Inner {
             v = parent;
         }
         if chain.is_empty() {
-            return Err(Error::InvalidArgument(format!(
-                "overlay {} was already committed",
-                pending.version.id
-            )));
+            return Err(Error::AlreadyCommitted(pending.version.id));
         }
         // Refuse the whole chain before writing any of it: an unusable overlay anywhere in it,
         // or a bottom that no longer rests on the latest version.
@@ -104,7 +103,7 @@ impl Inner {
         for version in chain.into_iter().rev() {
             last = Some(self.commit_one(&mut w, &version, mode)?);
         }
-        last.ok_or_else(|| Error::InvalidArgument("nothing to commit".into()))
+        last.ok_or_else(|| Error::internal("a commit chain with nothing to commit"))
     }
 
     /// Commit one overlay whose parent is the latest version.
@@ -119,7 +118,9 @@ impl Inner {
         }
         let head = self.head();
         let Some(pending) = &version.overlay else {
-            return Err(Error::InvalidArgument("not an overlay".into()));
+            return Err(Error::internal(
+                "committing a version that is not an overlay",
+            ));
         };
         version.check_usable(head.seq)?;
         let parent = pending.parent();
@@ -131,9 +132,9 @@ impl Inner {
         }
         let mut freed: BTreeSet<u64> = pending.freed_values.iter().copied().collect();
         for key in &pending.freed_unwritten {
-            let l = parent.written_value(key).ok_or_else(|| {
-                Error::InvalidArgument("an ancestor overlay's value has no location".into())
-            })?;
+            let l = parent
+                .written_value(key)
+                .ok_or_else(|| Error::internal("an ancestor overlay's value has no location"))?;
             freed.insert(l);
         }
         let relocation = if self.options.auto_clean || mode == CleanMode::Explicit {
@@ -218,7 +219,7 @@ impl Inner {
             .collect();
         let payload = record
             .encode()
-            .map_err(|e| Error::InvalidArgument(e.to_string()))?;
+            .map_err(|e| Error::internal(e.to_string()))?;
 
         let sync = self.options.sync == SyncPolicy::Always;
         let data_bytes = match self.write_blocks(&writes, &new_segments, sync) {
@@ -327,8 +328,8 @@ impl Inner {
                         }
                         // Written and released by an earlier commit of the chain.
                         (None, Some((l, checksum))) => Ok(on_disk(l, checksum)),
-                        (None, None) => Err(Error::InvalidArgument(
-                            "an in-memory page was released before it was written".into(),
+                        (None, None) => Err(Error::internal(
+                            "an in-memory page was released before it was written",
                         )),
                     },
                     PageLoc::Disk(_) => Ok(node.clone()),
@@ -365,9 +366,9 @@ impl Inner {
                 unresolved |= x.loc == UNWRITTEN && to.is_none();
                 to
             })
-            .map_err(|e| Error::InvalidArgument(format!("rebuilding a page: {e}")))?;
+            .map_err(|e| Error::internal(format!("rebuilding a page: {e}")))?;
         if unresolved {
-            return Err(Error::InvalidArgument("a new value has no location".into()));
+            return Err(Error::internal("a new value has no location"));
         }
         let page = match patched {
             Some(p) => Arc::new(p),
@@ -462,7 +463,7 @@ impl Inner {
             .history
             .front()
             .cloned()
-            .ok_or_else(|| Error::InvalidArgument("no version to checkpoint".into()))?;
+            .ok_or_else(|| Error::internal("no version to checkpoint"))?;
         let version = self.retained_version(snapshot.seq)?;
         let new_wal_id = w.wal.id() + 1;
         let result = Wal::create(self.storage.as_ref(), new_wal_id).and_then(|wal| {

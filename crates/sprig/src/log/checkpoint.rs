@@ -66,9 +66,8 @@ impl Checkpoint {
             out.put_u32(*blocks);
             out.extend_from_slice(key);
         }
-        encode_subtree(self.dir.tree(), &mut out).map_err(|e| {
-            Error::InvalidArgument(format!("cannot checkpoint an unwritten version: {e}"))
-        })?;
+        encode_subtree(self.dir.tree(), &mut out)
+            .map_err(|e| Error::internal(format!("cannot checkpoint an unwritten version: {e}")))?;
         let sum = checksum(&out);
         out.put_u64(sum);
         Ok(out)

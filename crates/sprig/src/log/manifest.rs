@@ -58,9 +58,10 @@ impl Manifest {
             return Err(bad("manifest checksum mismatch"));
         }
         if version != FORMAT_VERSION {
-            return Err(Error::InvalidArgument(format!(
-                "the database has format version {version}; this build reads version {FORMAT_VERSION}"
-            )));
+            return Err(Error::UnsupportedFormat {
+                found: version,
+                supported: FORMAT_VERSION,
+            });
         }
         let id = r.u8().map_err(|_| bad("truncated"))?;
         let hasher = Hasher::from_id(id).ok_or_else(|| bad("unknown hasher id"))?;
