@@ -7,16 +7,14 @@
 //! key order. Nothing is visible until a checkpoint of the finished directory is durable: a
 //! crash during a bulk load leaves the empty database it started from.
 
-use crate::db::{Db, Inner, Version};
+use crate::db::{Db, Inner};
 use crate::directory::{DirNode, Directory, PageLoc, PageRef};
 use crate::error::{Error, Result};
 use crate::io::{BlockBuf, OpenOptions, StorageFile};
-use crate::log::checkpoint::{checkpoint_file_name, Checkpoint};
 use crate::log::segments::{
     encode_value_record, loc_block, loc_offset, loc_segment, segment_file_name,
     value_record_blocks, SegmentTable,
 };
-use crate::log::wal::{wal_file_name, Wal};
 use crate::page::{
     ExternalValue, Layout, Page, ValueRef, MAX_INLINE_VALUE_BYTES, MAX_VALUE_BYTES,
     PAGE_BODY_BYTES, UNWRITTEN,
@@ -499,21 +497,16 @@ impl Db {
     {
         let inner = &self.inner;
         let mut w = inner.writer.lock();
-        if let Some(reason) = &w.poisoned {
-            return Err(Error::Poisoned(reason.clone()));
-        }
+        w.check_writable()?;
         let head = inner.head();
         if head.seq != 0 || !head.dir.is_empty() {
             return Err(Error::NotEmpty("a bulk load"));
         }
         let mut buckets = Buckets::new(inner, buffer_bytes);
         // Partitioning only fills spill files: a failure there leaves the database as it was.
+        // Building writes segment blocks: from there on a failure poisons the writer.
         let result = partition(&mut buckets, items, progress).and_then(|seen| {
-            let built = self.build_and_publish(&mut w, &mut buckets, seen, progress);
-            if built.is_err() {
-                w.poisoned = Some("a bulk load failed; reopen the database".into());
-            }
-            built
+            w.guarded(|w| self.build_and_publish(w, &mut buckets, seen, progress))
         });
         buckets.remove_files();
         result
@@ -587,66 +580,24 @@ impl Db {
             hasher: Hasher,
             plan: &Plan,
             subtrees: &[Option<Arc<DirNode>>],
-        ) -> Arc<DirNode> {
-            match plan {
+        ) -> Result<Arc<DirNode>> {
+            Ok(match plan {
                 Plan::Empty => Arc::new(DirNode::Empty),
-                Plan::Region(i) => subtrees
-                    .get(*i)
-                    .cloned()
-                    .flatten()
-                    .unwrap_or_else(|| Arc::new(DirNode::Empty)),
+                Plan::Region(i) => subtrees.get(*i).cloned().flatten().ok_or_else(|| {
+                    Error::internal(format!("bulk load: region {i} was not built"))
+                })?,
                 Plan::Split(l, r) => Arc::new(DirNode::branch(
                     hasher,
-                    assemble(hasher, l, subtrees),
-                    assemble(hasher, r, subtrees),
+                    assemble(hasher, l, subtrees)?,
+                    assemble(hasher, r, subtrees)?,
                 )),
-            }
+            })
         }
-        let dir = Directory::from_root(inner.hasher, assemble(inner.hasher, &plan, &subtrees));
+        let dir = Directory::from_root(inner.hasher, assemble(inner.hasher, &plan, &subtrees)?);
 
         // Durable data first, then the checkpoint that makes it the database.
-        for segment in &out.touched {
-            inner
-                .segments
-                .file(*segment, false)?
-                .sync()
-                .map_err(|e| Error::io("syncing", segment_file_name(*segment), e))?;
-        }
-        inner
-            .storage
-            .sync_dir()
-            .map_err(|e| Error::io("syncing", "the database directory", e))?;
-        let new_wal_id = w.wal.id() + 1;
-        let wal = Wal::create(inner.storage.as_ref(), new_wal_id)?;
-        Checkpoint {
-            seq,
-            wal_id: new_wal_id,
-            wal_offset: 0,
-            table: out.table.clone(),
-            dir: dir.clone(),
-        }
-        .store(inner.storage.as_ref())?;
-        let old_wal = std::mem::replace(&mut w.wal, wal);
-        let _ = inner.storage.remove(&wal_file_name(old_wal.id()));
-        let _ = inner
-            .storage
-            .remove(&checkpoint_file_name(w.checkpoint_seq));
-        w.checkpoint_seq = seq;
-        w.table = out.table;
         let root = dir.root_node();
-        let snapshot = crate::db::Snapshot {
-            seq,
-            table: w.table.clone(),
-            wal_id: new_wal_id,
-            wal_end: 0,
-        };
-        let version = Arc::new(Version {
-            id: inner.next_version_id(),
-            seq,
-            dir,
-            overlay: None,
-        });
-        inner.reset_history(w, version, snapshot);
+        inner.publish_checkpoint(w, seq, dir, out.table, &out.touched)?;
         inner.counters.written(out.bytes, out.pages);
         inner.counters.checkpoint();
         Ok(BulkReport {

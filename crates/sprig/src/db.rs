@@ -12,9 +12,9 @@ use crate::error::{Error, Result};
 use crate::io::{self, MemoryStorage, Storage};
 use crate::log::checkpoint::{parse_checkpoint_file_name, Checkpoint};
 use crate::log::manifest::{Manifest, MANIFEST_FILE};
-use crate::log::record::{apply_record, CommitRecord};
+use crate::log::recovery::{recover, Access, RecoveryReport, Snapshot};
 use crate::log::segments::{decode_page_at, parse_segment_file_name, SegmentTable, Segments};
-use crate::log::wal::{parse_wal_file_name, wal_file_name, Wal};
+use crate::log::wal::{parse_wal_file_name, Wal};
 use crate::options::Options;
 use crate::overlay::{OverlayMemory, OverlayState};
 use crate::page::{Page, ValueRef};
@@ -51,20 +51,11 @@ impl std::fmt::Debug for Version {
     }
 }
 
-/// What a checkpoint of a retained version needs besides its directory: the segment
-/// accounting as of that version and where the log continues after it.
-#[derive(Clone)]
-pub(crate) struct Snapshot {
-    pub seq: u64,
-    pub table: SegmentTable,
-    pub wal_id: u32,
-    pub wal_end: u64,
-}
-
 /// State owned by the single writer.
 pub(crate) struct Writer {
     pub table: SegmentTable,
-    pub wal: Wal,
+    /// The log appended to; none when the database was opened read-only.
+    log: Option<Wal>,
     /// The sequence number of the latest checkpoint file.
     pub checkpoint_seq: u64,
     /// One snapshot per retained version, oldest first (the same versions as
@@ -75,6 +66,39 @@ pub(crate) struct Writer {
     pub poisoned: Option<String>,
     /// Segments with no live data, and the commit after which they became empty.
     pub emptied: BTreeMap<u32, u64>,
+    /// Every record appended so far is durable (the log was synced since the last append), so
+    /// the next record may claim that every record before it is durable.
+    pub log_durable: bool,
+}
+
+impl Writer {
+    /// Fail unless writes are allowed: the database is not read-only and no earlier write
+    /// failure poisoned it.
+    pub fn check_writable(&self) -> Result<()> {
+        if self.log.is_none() {
+            return Err(Error::ReadOnly);
+        }
+        if let Some(reason) = &self.poisoned {
+            return Err(Error::Poisoned(reason.clone()));
+        }
+        Ok(())
+    }
+
+    /// The log, for a writable database.
+    pub fn wal(&mut self) -> Result<&mut Wal> {
+        self.log.as_mut().ok_or(Error::ReadOnly)
+    }
+
+    /// Replace the log (after a rotation or a bulk load); returns the old one.
+    pub fn replace_wal(&mut self, wal: Wal) -> Option<Wal> {
+        self.log.replace(wal)
+    }
+
+    /// Where the log stands: (file id, end of the last record).
+    pub fn log_position(&self) -> Result<(u32, u64)> {
+        let wal = self.log.as_ref().ok_or(Error::ReadOnly)?;
+        Ok((wal.id(), wal.end()))
+    }
 }
 
 pub(crate) struct Inner {
@@ -93,6 +117,8 @@ pub(crate) struct Inner {
     pub retained: Mutex<std::collections::VecDeque<Arc<Version>>>,
     next_id: std::sync::atomic::AtomicU64,
     pub overlay_memory: Arc<OverlayMemory>,
+    /// What opening the database found.
+    pub recovery: RecoveryReport,
     _lock: Option<std::fs::File>,
 }
 
@@ -147,6 +173,10 @@ fn lock_directory(path: &Path) -> Result<std::fs::File> {
     Ok(file)
 }
 
+/// How many times a read-only open starts over when a writer in another process changed the
+/// files under it (deleted a log or checkpoint it was reading, or committed past it).
+const READ_ONLY_OPEN_ATTEMPTS: u32 = 5;
+
 impl Db {
     /// Open the database in directory `path`, creating it if the options allow.
     pub fn open(path: impl AsRef<Path>, options: Options) -> Result<Db> {
@@ -154,14 +184,81 @@ impl Db {
         let path = path.as_ref();
         let has_manifest = path.join(MANIFEST_FILE).exists();
         if !has_manifest && !options.create_if_missing {
-            return Err(Error::NotFound(path.to_path_buf()));
+            let storage = io::open_directory_read_only(path, options.io_backend, false)
+                .map_err(|e| Error::io("opening", path.display().to_string(), e))?;
+            return Err(missing_manifest(storage.as_ref())?
+                .unwrap_or_else(|| Error::NotFound(path.to_path_buf())));
         }
         std::fs::create_dir_all(path)
             .map_err(|e| Error::io("creating", path.display().to_string(), e))?;
         let lock = lock_directory(path)?;
         let storage = io::open_directory(path, options.io_backend, options.direct_io)
             .map_err(|e| Error::io("opening", path.display().to_string(), e))?;
-        Db::open_inner(storage, options, Some(path.to_path_buf()), Some(lock))
+        Db::open_inner(
+            storage,
+            options,
+            Some(path.to_path_buf()),
+            Some(lock),
+            Access::ReadWrite,
+        )
+    }
+
+    /// Open the database in `path` for reading only: no lock is taken and nothing is written,
+    /// so it works on read-only media and while another process has the database open for
+    /// writing. It sees the last commit durable when it opened (a later commit by another
+    /// process is not seen; open again for it). Every write fails with [`Error::ReadOnly`].
+    ///
+    /// While another process writes, its cleaner may delete segment files this handle still
+    /// reads: keep read-only handles short-lived there (a read then fails with an I/O error,
+    /// never with wrong data).
+    pub fn open_read_only(path: impl AsRef<Path>, options: Options) -> Result<Db> {
+        options.validate()?;
+        let path = path.as_ref();
+        if !path.join(MANIFEST_FILE).exists() {
+            if !path.is_dir() {
+                return Err(Error::NotFound(path.to_path_buf()));
+            }
+            let storage = io::open_directory_read_only(path, options.io_backend, false)
+                .map_err(|e| Error::io("opening", path.display().to_string(), e))?;
+            return Err(missing_manifest(storage.as_ref())?
+                .unwrap_or_else(|| Error::NotFound(path.to_path_buf())));
+        }
+        let storage = io::open_directory_read_only(path, options.io_backend, options.direct_io)
+            .map_err(|e| Error::io("opening", path.display().to_string(), e))?;
+        Db::open_read_only_inner(storage, options, Some(path.to_path_buf()))
+    }
+
+    /// [`Db::open_read_only`] on any storage backend.
+    pub fn open_with_storage_read_only(storage: Arc<dyn Storage>, options: Options) -> Result<Db> {
+        options.validate()?;
+        Db::open_read_only_inner(storage, options, None)
+    }
+
+    fn open_read_only_inner(
+        storage: Arc<dyn Storage>,
+        options: Options,
+        path: Option<PathBuf>,
+    ) -> Result<Db> {
+        let options = Options {
+            create_if_missing: false,
+            ..options
+        };
+        let mut attempt = 1;
+        loop {
+            match Db::open_inner(
+                storage.clone(),
+                options.clone(),
+                path.clone(),
+                None,
+                Access::ReadOnly,
+            ) {
+                Err(e) if attempt < READ_ONLY_OPEN_ATTEMPTS && raced_with_a_writer(&e) => {
+                    attempt += 1;
+                    std::thread::sleep(std::time::Duration::from_millis(10));
+                }
+                other => return other,
+            }
+        }
     }
 
     /// Create a new database in `path`; fails if one exists there.
@@ -187,7 +284,7 @@ impl Db {
     /// Open a database on any storage backend (for tests, fault injection and simulation).
     pub fn open_with_storage(storage: Arc<dyn Storage>, options: Options) -> Result<Db> {
         options.validate()?;
-        Db::open_inner(storage, options, None, None)
+        Db::open_inner(storage, options, None, None, Access::ReadWrite)
     }
 
     fn open_inner(
@@ -195,6 +292,7 @@ impl Db {
         options: Options,
         path: Option<PathBuf>,
         lock: Option<std::fs::File>,
+        access: Access,
     ) -> Result<Db> {
         let manifest = match Manifest::load(storage.as_ref())? {
             Some(m) => {
@@ -209,13 +307,21 @@ impl Db {
                 m
             }
             None => {
-                if !options.create_if_missing {
+                if let Some(e) = missing_manifest(storage.as_ref())? {
+                    return Err(e);
+                }
+                if !options.create_if_missing || access == Access::ReadOnly {
                     return Err(Error::NotFound(path.unwrap_or_default()));
                 }
                 create_files(storage.as_ref(), &options)?
             }
         };
-        let recovered = recover(storage.as_ref(), &manifest, options.retained_versions)?;
+        let recovered = recover(
+            storage.as_ref(),
+            &manifest,
+            options.retained_versions,
+            access,
+        )?;
         let next_id = std::sync::atomic::AtomicU64::new(1);
         let mut snapshots = std::collections::VecDeque::new();
         let mut history: Vec<Arc<Version>> = Vec::new();
@@ -245,16 +351,18 @@ impl Db {
             head: RwLock::new(head.clone()),
             writer: Mutex::new(Writer {
                 table: recovered.table,
-                wal: recovered.wal,
+                log: recovered.wal,
                 checkpoint_seq: recovered.checkpoint_seq,
                 history: snapshots,
                 poisoned: None,
                 emptied: BTreeMap::new(),
+                log_durable: true,
             }),
             pins: Mutex::new(BTreeMap::new()),
             retained: Mutex::new(std::collections::VecDeque::new()),
             next_id,
             overlay_memory: Arc::new(OverlayMemory::default()),
+            recovery: recovered.report,
             options,
             storage,
             _lock: lock,
@@ -268,6 +376,22 @@ impl Db {
         }
         db.inner.refresh_emptied(&mut db.inner.writer.lock());
         Ok(db)
+    }
+
+    /// What opening the database found: a lost log tail (a commit in flight at a crash, or
+    /// unsynced commits lost to a power loss), repaired records, leftovers removed. See
+    /// [`RecoveryReport::findings`].
+    pub fn recovery(&self) -> &RecoveryReport {
+        &self.inner.recovery
+    }
+
+    /// Whether the database was opened read-only.
+    pub fn is_read_only(&self) -> bool {
+        self.inner
+            .writer
+            .lock()
+            .check_writable()
+            .is_err_and(|e| matches!(e, Error::ReadOnly))
     }
 
     /// The hasher of this database.
@@ -374,6 +498,7 @@ fn create_files(storage: &dyn Storage, options: &Options) -> Result<Manifest> {
         seq: 0,
         wal_id: 1,
         wal_offset: 0,
+        durable_seq: 0,
         table: SegmentTable::new(manifest.segment_blocks),
         dir: Directory::empty(hasher),
     }
@@ -382,134 +507,59 @@ fn create_files(storage: &dyn Storage, options: &Options) -> Result<Manifest> {
     Ok(manifest)
 }
 
-struct Recovered {
-    /// The last versions replayed, oldest first, ending with the latest.
-    history: Vec<(Directory, Snapshot)>,
-    table: SegmentTable,
-    wal: Wal,
-    checkpoint_seq: u64,
-}
-
-/// Load the latest checkpoint, replay every complete commit record after it, drop a torn
-/// tail, and remove files no state refers to.
-fn recover(storage: &dyn Storage, manifest: &Manifest, keep: usize) -> Result<Recovered> {
-    let names = storage
-        .list()
-        .map_err(|e| Error::io("listing", "the database directory", e))?;
-    let checkpoint_seq = names
-        .iter()
-        .filter_map(|n| parse_checkpoint_file_name(n))
-        .max()
-        .ok_or_else(|| Error::corruption("<database directory>", 0, "no checkpoint file"))?;
-    let cp = Checkpoint::load(storage, checkpoint_seq, manifest.hasher)?;
-    let mut wal_ids: Vec<u32> = names
-        .iter()
-        .filter_map(|n| parse_wal_file_name(n))
-        .filter(|id| *id >= cp.wal_id)
-        .collect();
-    wal_ids.sort_unstable();
-    if wal_ids.first() != Some(&cp.wal_id) {
-        return Err(Error::corruption(
-            wal_file_name(cp.wal_id),
+/// The error for a directory that holds a database's files but no manifest (deleted or lost):
+/// corruption, never "no database here" (which would invite creating a new one over it).
+///
+/// The manifest is written last when a database is created, so the empty first log and
+/// checkpoint alone are a creation that never finished: no database, created anew over them.
+/// Anything a database only has once it was used (a segment, a later checkpoint or log, a
+/// record in the first log) means the manifest was lost.
+fn missing_manifest(storage: &dyn Storage) -> Result<Option<Error>> {
+    let names = match storage.list() {
+        Ok(names) => names,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(Error::io("listing", "the database directory", e)),
+    };
+    let mut ours = 0usize;
+    for name in &names {
+        let used = match (
+            parse_checkpoint_file_name(name),
+            parse_wal_file_name(name),
+            parse_segment_file_name(name),
+        ) {
+            (Some(seq), _, _) => seq > 0,
+            (_, Some(1), _) => {
+                let file = storage
+                    .open(
+                        name,
+                        io::OpenOptions {
+                            create: false,
+                            direct: false,
+                        },
+                    )
+                    .map_err(|e| Error::io("opening", name, e))?;
+                file.size().map_err(|e| Error::io("reading", name, e))? > 0
+            }
+            (_, Some(_), _) | (_, _, Some(_)) => true,
+            _ => false,
+        };
+        ours += usize::from(used);
+    }
+    Ok((ours > 0).then(|| {
+        Error::corruption(
+            MANIFEST_FILE,
             0,
-            "the commit log the checkpoint refers to is missing",
-        ));
-    }
-    let mut seq = cp.seq;
-    let mut dir = cp.dir;
-    let mut table = cp.table;
-    let keep = keep.max(1);
-    let mut history: std::collections::VecDeque<(Directory, Snapshot)> =
-        std::collections::VecDeque::new();
-    history.push_back((
-        dir.clone(),
-        Snapshot {
-            seq,
-            table: table.clone(),
-            wal_id: cp.wal_id,
-            wal_end: cp.wal_offset,
-        },
-    ));
-    let mut end = 0u64;
-    let last_id = wal_ids.last().copied().unwrap_or(cp.wal_id);
-    for id in &wal_ids {
-        let name = wal_file_name(*id);
-        let start = if *id == cp.wal_id { cp.wal_offset } else { 0 };
-        let replay = Wal::replay(storage, *id, start)?;
-        if replay.torn_bytes > 0 && *id != last_id {
-            return Err(Error::corruption(
-                &name,
-                replay.end,
-                "damaged record in a commit log that is not the latest",
-            ));
-        }
-        for rec in &replay.records {
-            let record = CommitRecord::decode(&rec.payload, manifest.hasher).map_err(|e| {
-                Error::corruption(&name, rec.offset, format!("bad commit record: {e}"))
-            })?;
-            if record.seq != seq + 1 || rec.seq != record.seq {
-                return Err(Error::corruption(
-                    &name,
-                    rec.offset,
-                    format!(
-                        "commit record {} where {} was expected",
-                        record.seq,
-                        seq + 1
-                    ),
-                ));
-            }
-            dir = apply_record(&dir, &mut table, &record).map_err(|e| {
-                Error::corruption(
-                    &name,
-                    rec.offset,
-                    format!("commit record {}: {e}", record.seq),
-                )
-            })?;
-            seq = record.seq;
-            history.push_back((
-                dir.clone(),
-                Snapshot {
-                    seq,
-                    table: table.clone(),
-                    wal_id: *id,
-                    wal_end: rec.end,
-                },
-            ));
-            if history.len() > keep {
-                history.pop_front();
-            }
-        }
-        end = replay.end;
-    }
-    let wal = Wal::reopen(storage, last_id, end)?;
-    remove_stale_files(storage, &names, checkpoint_seq, cp.wal_id, &table);
-    Ok(Recovered {
-        history: history.into_iter().collect(),
-        table,
-        wal,
-        checkpoint_seq,
-    })
+            format!(
+                "the manifest is missing, but the directory holds {ours} files of a Sprig                  database (logs, checkpoints, segments): it was deleted or lost"
+            ),
+        )
+    }))
 }
 
-/// Delete leftovers: temporary files, older checkpoints and logs, and segment files created
-/// by a commit that never completed. Failures are ignored: a leftover costs only space.
-fn remove_stale_files(
-    storage: &dyn Storage,
-    names: &[String],
-    checkpoint_seq: u64,
-    wal_id: u32,
-    table: &SegmentTable,
-) {
-    let newest_segment = table.segments.keys().next_back().copied().unwrap_or(0);
-    for name in names {
-        let stale = name.ends_with(".tmp")
-            || parse_checkpoint_file_name(name).is_some_and(|s| s < checkpoint_seq)
-            || parse_wal_file_name(name).is_some_and(|id| id < wal_id)
-            || parse_segment_file_name(name).is_some_and(|id| id > newest_segment);
-        if stale {
-            let _ = storage.remove(name);
-        }
-    }
+/// Whether a failed read-only open may have raced with a writer in another process: a file
+/// it listed was deleted (a log or checkpoint superseded) before it was read.
+fn raced_with_a_writer(e: &Error) -> bool {
+    matches!(e, Error::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound)
 }
 
 impl Inner {
@@ -520,11 +570,13 @@ impl Inner {
 
     /// Publish a new latest version (just made durable by the writer `w`) and retain it.
     pub fn set_head(&self, w: &mut Writer, version: Arc<Version>) {
+        // Only a writable database publishes versions, so its log has a position.
+        let (wal_id, wal_end) = w.log_position().unwrap_or_default();
         w.history.push_back(Snapshot {
             seq: version.seq,
             table: w.table.clone(),
-            wal_id: w.wal.id(),
-            wal_end: w.wal.end(),
+            wal_id,
+            wal_end,
         });
         while w.history.len() > self.options.retained_versions.max(1) {
             w.history.pop_front();

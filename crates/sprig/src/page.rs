@@ -52,8 +52,48 @@ const KIND_EXTERNAL: u8 = 1;
 const ENTRY_KEY_BYTES: usize = 32;
 const INLINE_OVERHEAD_BYTES: usize = ENTRY_KEY_BYTES + 1 + 2;
 const EXTERNAL_ENTRY_BYTES: usize = ENTRY_KEY_BYTES + 1 + 8 + 8 + 32;
+const SEQ_AT: usize = 40;
 const COUNT_AT: usize = 48;
 const USED_AT: usize = 50;
+
+/// Which commit wrote a page version, and how: stored in every page's header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Stamp {
+    /// The sequence number of the commit that wrote the page.
+    pub seq: u64,
+    /// The commit ran with `SyncPolicy::Always`: it began writing only after the commit
+    /// before it was durable. A page with this flag therefore proves that the commit before
+    /// its own was durable, which recovery checks against the log.
+    pub synced: bool,
+}
+
+impl From<u64> for Stamp {
+    /// A stamp of commit `seq` that claims nothing about durability.
+    fn from(seq: u64) -> Stamp {
+        Stamp { seq, synced: false }
+    }
+}
+
+const FLAG_SYNCED_COMMIT: u8 = 1;
+
+/// The stamp of a block that starts like a page (magic, version, known flags), without
+/// validating the rest: what recovery uses to see which commit wrote blocks past the end of
+/// what the log accounts for.
+pub fn peek_stamp(bytes: &[u8]) -> Option<Stamp> {
+    let mut r = Cursor { bytes, at: 0 };
+    if r.take::<4>().ok()? != PAGE_MAGIC || r.take::<1>().ok()? != [PAGE_VERSION] {
+        return None;
+    }
+    let [flags] = r.take::<1>().ok()?;
+    if flags & !FLAG_SYNCED_COMMIT != 0 {
+        return None;
+    }
+    let seq = bytes.get(SEQ_AT..SEQ_AT + 8)?;
+    Some(Stamp {
+        seq: u64::from_le_bytes(seq.try_into().ok()?),
+        synced: flags & FLAG_SYNCED_COMMIT != 0,
+    })
+}
 
 /// A pointer to a value in the value log.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -129,7 +169,7 @@ pub enum PageError {
 pub struct Page {
     block: Arc<Block>,
     prefix: Prefix,
-    seq: u64,
+    stamp: Stamp,
     offsets: Vec<u16>,
 }
 
@@ -137,7 +177,7 @@ impl std::fmt::Debug for Page {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Page")
             .field("prefix", &self.prefix)
-            .field("seq", &self.seq)
+            .field("stamp", &self.stamp)
             .field("entries", &self.offsets.len())
             .finish()
     }
@@ -287,12 +327,18 @@ impl Page {
         if r.take::<4>()? != PAGE_MAGIC || r.take::<1>()? != [PAGE_VERSION] {
             return Err(PageError::BadHeader);
         }
-        let _flags = r.take::<1>()?;
+        let [flags] = r.take::<1>()?;
+        if flags & !FLAG_SYNCED_COMMIT != 0 {
+            return Err(PageError::Malformed("unknown page flags"));
+        }
         let prefix_len = u16::from_le_bytes(r.take()?);
         let prefix_bits: KeyPath = r.take()?;
         let prefix = Prefix::from_parts(prefix_bits, prefix_len)
             .ok_or(PageError::Malformed("invalid prefix"))?;
-        let seq = u64::from_le_bytes(r.take()?);
+        let stamp = Stamp {
+            seq: u64::from_le_bytes(r.take()?),
+            synced: flags & FLAG_SYNCED_COMMIT != 0,
+        };
         let count = usize::from(u16::from_le_bytes(r.take()?));
         let used = usize::from(u16::from_le_bytes(r.take()?));
         if used > PAGE_BODY_BYTES {
@@ -327,7 +373,7 @@ impl Page {
         Ok(Page {
             block,
             prefix,
-            seq,
+            stamp,
             offsets,
         })
     }
@@ -339,7 +385,12 @@ impl Page {
 
     /// The commit that wrote this page version.
     pub fn seq(&self) -> u64 {
-        self.seq
+        self.stamp.seq
+    }
+
+    /// Which commit wrote this page version, and how.
+    pub fn stamp(&self) -> Stamp {
+        self.stamp
     }
 
     /// The encoded page.
@@ -497,22 +548,23 @@ impl Page {
     pub fn build(
         hasher: Hasher,
         prefix: Prefix,
-        seq: u64,
+        stamp: impl Into<Stamp>,
         entries: &[(KeyPath, ValueRef<'_>)],
     ) -> Result<Page, PageError> {
         let leaves: Vec<(KeyPath, ValueHash)> =
             entries.iter().map(|(k, v)| (*k, v.hash(hasher))).collect();
         let buckets = compute_buckets(hasher, prefix.depth(), &leaves);
-        Page::build_with_buckets(prefix, seq, entries, &buckets)
+        Page::build_with_buckets(prefix, stamp, entries, &buckets)
     }
 
     /// Build a page holding `entries` with bucket nodes already known to be theirs.
     pub fn build_with_buckets(
         prefix: Prefix,
-        seq: u64,
+        stamp: impl Into<Stamp>,
         entries: &[(KeyPath, ValueRef<'_>)],
         buckets: &Buckets,
     ) -> Result<Page, PageError> {
+        let stamp: Stamp = stamp.into();
         let used = body_bytes(entries);
         if used > PAGE_BODY_BYTES {
             return Err(PageError::Overflow);
@@ -525,10 +577,12 @@ impl Page {
             at: 0,
         };
         w.put(&PAGE_MAGIC)?;
-        w.put(&[PAGE_VERSION, 0])?;
+        let flags = if stamp.synced { FLAG_SYNCED_COMMIT } else { 0 };
+        w.put(&[PAGE_VERSION, flags])?;
         w.put(&prefix.len_u16().to_le_bytes())?;
         w.put(prefix.bits())?;
-        w.put(&seq.to_le_bytes())?;
+        assert_eq!(w.at, SEQ_AT, "page header layout");
+        w.put(&stamp.seq.to_le_bytes())?;
         assert_eq!(w.at, COUNT_AT, "page header layout");
         w.put(&count.to_le_bytes())?;
         assert_eq!(w.at, USED_AT, "page header layout");
@@ -568,7 +622,7 @@ impl Page {
         }
         // Pair assertion: what was just written must decode to exactly what was meant.
         let page = Page::parse(Arc::new(block), true)?;
-        if page.offsets != offsets || page.seq != seq || page.prefix != prefix {
+        if page.offsets != offsets || page.stamp != stamp || page.prefix != prefix {
             return Err(PageError::Malformed("a built page decodes differently"));
         }
         Ok(page)
@@ -597,7 +651,7 @@ impl Page {
         if !changed {
             return Ok(None);
         }
-        Page::build_with_buckets(self.prefix, self.seq, &items, &self.buckets()).map(Some)
+        Page::build_with_buckets(self.prefix, self.stamp, &items, &self.buckets()).map(Some)
     }
 }
 

@@ -7,13 +7,11 @@
 //! between stay readable while retained.
 
 use crate::commit::CommitInfo;
-use crate::db::{Db, Version};
+use crate::db::Db;
 use crate::directory::{diff, pages_under, DirNode, PageRef};
 use crate::error::{Error, Result};
-use crate::log::record::{apply_record, CommitRecord};
+use crate::log::record::CommitRecord;
 use crate::log::segments::value_record_blocks;
-use crate::log::wal::wal_file_name;
-use crate::options::SyncPolicy;
 use crate::page::ValueRef;
 use crate::prefix::Prefix;
 use crate::stats::ReadKind;
@@ -28,9 +26,7 @@ impl Db {
     pub fn rollback_to(&self, seq: u64) -> Result<CommitInfo> {
         let inner = &self.inner;
         let mut w = inner.writer.lock();
-        if let Some(reason) = &w.poisoned {
-            return Err(Error::Poisoned(reason.clone()));
-        }
+        w.check_writable()?;
         let head = inner.head();
         let target = inner.retained_version(seq)?;
         if target.seq == head.seq {
@@ -67,14 +63,15 @@ impl Db {
             .filter(|l| !to.contains_key(l))
             .copied()
             .collect();
-        let values_written: Vec<(u64, u32, KeyPath)> = to
+        let values_written = to
             .iter()
             .filter(|(l, _)| !from.contains_key(l))
             .map(|(l, (key, len))| {
-                let blocks = u32::try_from(value_record_blocks(*len)).unwrap_or(u32::MAX);
-                (*l, blocks, *key)
+                let blocks = u32::try_from(value_record_blocks(*len))
+                    .map_err(|_| Error::internal("a value record of more than 2^32 blocks"))?;
+                Ok((*l, blocks, *key))
             })
-            .collect();
+            .collect::<Result<Vec<(u64, u32, KeyPath)>>>()?;
 
         let next = head.seq + 1;
         let record = CommitRecord {
@@ -86,37 +83,27 @@ impl Db {
             values_freed,
             segment_heads: Vec::new(),
         };
-        let payload = record
-            .encode()
-            .map_err(|e| Error::internal(e.to_string()))?;
-        let sync = inner.options.sync == SyncPolicy::Always;
-        if let Err(e) = w.wal.append(next, &payload, sync) {
-            w.poisoned = Some(e.to_string());
-            return Err(e);
-        }
-        let log_bytes = 2 * payload.len() as u64;
-        let dir = apply_record(&head.dir, &mut w.table, &record)
-            .map_err(|e| Error::corruption(wal_file_name(w.wal.id()), 0, e.to_string()))?;
-        inner.set_head(
-            &mut w,
-            Arc::new(Version {
-                id: inner.next_version_id(),
+        w.guarded(|w| {
+            let published = inner.publish_record(
+                w,
+                &head,
+                &record,
+                &[],
+                &Default::default(),
+                inner.next_version_id(),
+            )?;
+            inner.counters.commit();
+            inner.counters.written(published.log_bytes, 0);
+            inner.refresh_emptied(w);
+            inner.after_commit(w)?;
+            Ok(CommitInfo {
                 seq: next,
-                dir,
-                overlay: None,
-            }),
-        );
-        inner.counters.commit();
-        inner.counters.written(log_bytes, 0);
-        inner.refresh_emptied(&mut w);
-        inner.after_commit(&mut w)?;
-        Ok(CommitInfo {
-            seq: next,
-            root: record.root,
-            pages_written: 0,
-            bytes_written: log_bytes,
-            pages_relocated: 0,
-            values_relocated: 0,
+                root: record.root,
+                pages_written: 0,
+                bytes_written: published.log_bytes,
+                pages_relocated: 0,
+                values_relocated: 0,
+            })
         })
     }
 

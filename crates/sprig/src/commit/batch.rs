@@ -145,7 +145,11 @@ impl WriteBatch {
             c = c_end;
         }
         let new_seq = self.base.seq + 1;
-        let rewritten = rewrite_regions(hasher, new_seq, &works, &touched, &changes)?;
+        let stamp = crate::page::Stamp {
+            seq: new_seq,
+            synced: self.inner.options.sync == crate::options::SyncPolicy::Always,
+        };
+        let rewritten = rewrite_regions(hasher, stamp, &works, &touched, &changes)?;
 
         let by_prefix: HashMap<Prefix, usize> = works
             .iter()
@@ -191,7 +195,7 @@ impl WriteBatch {
                     .map(|v| (key, v))
             })
             .collect();
-        let (dir, regions, merges) = merge_sparse(&self.inner, &base_dir, regions, new_seq)?;
+        let (dir, regions, merges) = merge_sparse(&self.inner, &base_dir, regions, stamp)?;
         let mut new_pages = 0u64;
         for (_, subtree) in &regions {
             crate::log::record::for_each_page_ref(subtree, &mut |_| new_pages += 1);

@@ -8,9 +8,12 @@
 //!
 //! - `batch`: the write batch and `finish`;
 //! - `rewrite`: the per-region work (prove, apply, lay out pages) and merges;
-//! - `write`: the durable part (allocation, writes, syncs, the record, checkpoints).
+//! - `write`: the durable part (allocation, the record, checkpoints, deleting segments);
+//! - `publish`: the one path by which a version becomes durable and visible (also used by
+//!   rollback and bulk load), and poisoning on failure.
 
 mod batch;
+pub(crate) mod publish;
 mod rewrite;
 mod write;
 

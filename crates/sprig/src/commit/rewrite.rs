@@ -7,7 +7,8 @@ use crate::db::Inner;
 use crate::directory::{pages_under, DirNode, Directory, MemoryPage, PageLoc, PageRef};
 use crate::error::{Error, Result};
 use crate::page::{
-    fits, ExternalValue, Layout, Page, ValueRef, MAX_INLINE_VALUE_BYTES, PAGE_BODY_BYTES, UNWRITTEN,
+    fits, ExternalValue, Layout, Page, Stamp, ValueRef, MAX_INLINE_VALUE_BYTES, PAGE_BODY_BYTES,
+    UNWRITTEN,
 };
 use crate::prefix::Prefix;
 use crate::stats::ReadKind;
@@ -49,7 +50,7 @@ pub(super) struct Rewritten {
 /// Rewrite every region, spreading them over the available cores.
 pub(super) fn rewrite_regions(
     hasher: Hasher,
-    seq: u64,
+    stamp: Stamp,
     works: &[RegionWork],
     keys: &[KeyPath],
     changes: &[Change],
@@ -58,7 +59,7 @@ pub(super) fn rewrite_regions(
     if works.len() < PARALLEL_MIN_REGIONS || threads < 2 {
         return works
             .iter()
-            .map(|w| rewrite_region(hasher, seq, w, keys, changes))
+            .map(|w| rewrite_region(hasher, stamp, w, keys, changes))
             .collect();
     }
     let chunk = works.len().div_ceil(threads);
@@ -68,7 +69,7 @@ pub(super) fn rewrite_regions(
             .map(|part| {
                 s.spawn(move || {
                     part.iter()
-                        .map(|w| rewrite_region(hasher, seq, w, keys, changes))
+                        .map(|w| rewrite_region(hasher, stamp, w, keys, changes))
                         .collect::<Result<Vec<_>>>()
                 })
             })
@@ -86,7 +87,7 @@ pub(super) fn rewrite_regions(
 
 fn rewrite_region(
     hasher: Hasher,
-    seq: u64,
+    stamp: Stamp,
     work: &RegionWork,
     keys: &[KeyPath],
     changes: &[Change],
@@ -163,8 +164,8 @@ fn rewrite_region(
     } else if fits(&items) {
         let page = match &buckets {
             // Same position, so the walk's new bucket nodes are this page's.
-            Some(b) => Page::build_with_buckets(work.prefix, seq, &items, b),
-            None => Page::build(hasher, work.prefix, seq, &items),
+            Some(b) => Page::build_with_buckets(work.prefix, stamp, &items, b),
+            None => Page::build(hasher, work.prefix, stamp, &items),
         }
         .map_err(|e| Error::internal(format!("building a page: {e}")))?;
         debug_assert_eq!(page.node(hasher), node);
@@ -172,7 +173,7 @@ fn rewrite_region(
     } else {
         let layout = Layout::build(work.prefix, items, PAGE_BODY_BYTES);
         let splits = layout.page_count() as u64 - 1;
-        let subtree = subtree_of(hasher, layout, seq)?;
+        let subtree = subtree_of(hasher, layout, stamp)?;
         if subtree.node() != node {
             return Err(Error::internal(format!(
                 "split region {} hashes differently from its entries",
@@ -201,19 +202,19 @@ fn page_node(page: Page, node: Node) -> Arc<DirNode> {
 }
 
 /// The directory subtree of a layout, with every page built in memory.
-fn subtree_of(hasher: Hasher, layout: Layout<'_>, seq: u64) -> Result<Arc<DirNode>> {
+fn subtree_of(hasher: Hasher, layout: Layout<'_>, stamp: Stamp) -> Result<Arc<DirNode>> {
     match layout {
         Layout::Page(_, entries) if entries.is_empty() => Ok(Arc::new(DirNode::Empty)),
         Layout::Page(prefix, entries) => {
-            let page = Page::build(hasher, prefix, seq, &entries)
+            let page = Page::build(hasher, prefix, stamp, &entries)
                 .map_err(|e| Error::internal(format!("building a page: {e}")))?;
             let node = page.node(hasher);
             Ok(page_node(page, node))
         }
         Layout::Split(l, r) => Ok(Arc::new(DirNode::branch(
             hasher,
-            subtree_of(hasher, *l, seq)?,
-            subtree_of(hasher, *r, seq)?,
+            subtree_of(hasher, *l, stamp)?,
+            subtree_of(hasher, *r, stamp)?,
         ))),
     }
 }
@@ -225,7 +226,7 @@ pub(super) fn merge_sparse(
     inner: &Inner,
     base: &Directory,
     regions: Vec<Region>,
-    seq: u64,
+    stamp: Stamp,
 ) -> Result<(Directory, Vec<Region>, u64)> {
     let dir = base
         .replace(regions.clone())
@@ -248,7 +249,7 @@ pub(super) fn merge_sparse(
             let items: Vec<(KeyPath, ValueRef<'_>)> =
                 pages.iter().flat_map(|p| p.items()).collect();
             if fits(&items) {
-                merged.push((q, subtree_of(inner.hasher, Layout::Page(q, items), seq)?));
+                merged.push((q, subtree_of(inner.hasher, Layout::Page(q, items), stamp)?));
                 break;
             }
         }

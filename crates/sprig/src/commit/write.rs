@@ -2,6 +2,7 @@
 //! sequential runs, sync, append the commit record to the log, sync, publish the new version;
 //! then housekeeping (checkpoints, deleting segments no version needs).
 
+use super::publish::{Published, Write};
 use super::CommitInfo;
 use crate::cleaner::CleanMode;
 use crate::db::{Inner, Version, Writer};
@@ -9,12 +10,9 @@ use crate::directory::{DirNode, MemoryPage, PageLoc, PageRef};
 use crate::error::{Error, Result};
 use crate::io::BlockBuf;
 use crate::log::checkpoint::Checkpoint;
-use crate::log::record::{apply_record, CommitRecord};
-use crate::log::segments::{
-    encode_value_record, loc_block, loc_offset, loc_segment, segment_file_name, value_record_blocks,
-};
-use crate::log::wal::{wal_file_name, Wal};
-use crate::options::SyncPolicy;
+use crate::log::record::CommitRecord;
+use crate::log::segments::{encode_value_record, loc_segment, value_record_blocks};
+use crate::log::wal::Wal;
 use crate::overlay::Pending;
 use crate::page::{Page, MAX_VALUE_BYTES, UNWRITTEN};
 use sprig_core::trie::KeyPath;
@@ -56,12 +54,6 @@ type WrittenPages<'a> = (
     &'a mut Vec<(u64, Arc<Page>)>,
     &'a mut Vec<(Arc<MemoryPage>, u64, u64)>,
 );
-
-/// Blocks to write at a location.
-struct Write {
-    loc: u64,
-    blocks: BlockBuf,
-}
 
 impl Inner {
     /// Commit the overlay `pending` and its uncommitted ancestors (oldest first), with
@@ -113,9 +105,7 @@ impl Inner {
         version: &Arc<Version>,
         mode: CleanMode,
     ) -> Result<CommitInfo> {
-        if let Some(reason) = &w.poisoned {
-            return Err(Error::Poisoned(reason.clone()));
-        }
+        w.check_writable()?;
         let head = self.head();
         let Some(pending) = &version.overlay else {
             return Err(Error::internal(
@@ -155,6 +145,26 @@ impl Inner {
         } else {
             crate::cleaner::Relocation::default()
         };
+        w.guarded(|w| self.write_and_publish(w, version, &head, &freed, relocation))
+    }
+
+    /// The part of a commit that changes the writer's state: allocate blocks for the new
+    /// values and pages (and what the cleaner relocates), then publish. Runs guarded: a
+    /// failure poisons the writer.
+    fn write_and_publish(
+        &self,
+        w: &mut Writer,
+        version: &Arc<Version>,
+        head: &Arc<Version>,
+        freed: &BTreeSet<u64>,
+        relocation: crate::cleaner::Relocation,
+    ) -> Result<CommitInfo> {
+        let Some(pending) = &version.overlay else {
+            return Err(Error::internal(
+                "committing a version that is not an overlay",
+            ));
+        };
+        let parent = pending.parent();
         let seq = head.seq + 1;
         // Segments whose files this commit creates: those with nothing written yet, and those
         // its allocations open.
@@ -201,56 +211,26 @@ impl Inner {
             )?;
             regions.push((*prefix, node));
         }
-        let entries = version.dir.len();
-
         let record = CommitRecord {
             seq,
             root: version.dir.root_node(),
-            entries,
+            entries: version.dir.len(),
             regions,
             values_written,
             values_freed,
             segment_heads: segment_heads(&w.table, &writes),
         };
-        let new_segments: BTreeSet<u32> = writes
+        let created: BTreeSet<u32> = writes
             .iter()
             .map(|x| loc_segment(x.loc))
             .filter(|id| !existing.contains(id))
             .collect();
-        let payload = record
-            .encode()
-            .map_err(|e| Error::internal(e.to_string()))?;
-
-        let sync = self.options.sync == SyncPolicy::Always;
-        let data_bytes = match self.write_blocks(&writes, &new_segments, sync) {
-            Ok(n) => n,
-            Err(e) => {
-                w.poisoned = Some(e.to_string());
-                return Err(e);
-            }
-        };
-        // Failpoint (feature `failpoints`): pages durable, no commit record yet.
-        failpoint!("commit.pages_synced");
-        if let Err(e) = w.wal.append(seq, &payload, sync) {
-            w.poisoned = Some(e.to_string());
-            return Err(e);
-        }
-        // Failpoint (feature `failpoints`): the commit is durable but not yet published.
-        failpoint!("commit.record_synced");
-        let log_bytes = 2 * payload.len() as u64;
-
-        let dir = apply_record(&head.dir, &mut w.table, &record)
-            .map_err(|e| Error::corruption(wal_file_name(w.wal.id()), 0, e.to_string()))?;
+        let Published {
+            data_bytes,
+            log_bytes,
+            ..
+        } = self.publish_record(w, head, &record, &writes, &created, version.id)?;
         pending.mark_committed(locs.new.clone(), head.clone());
-        self.set_head(
-            w,
-            Arc::new(Version {
-                id: version.id,
-                seq,
-                dir,
-                overlay: None,
-            }),
-        );
         for (l, page) in written_pages.iter() {
             self.cache.insert(*l, page.clone());
         }
@@ -386,128 +366,77 @@ impl Inner {
         Ok((l, checksum))
     }
 
-    /// Write every queued block run (contiguous runs in one call each) and sync each segment
-    /// written to, and the directory if segment files were created. Returns the bytes written.
-    fn write_blocks(&self, writes: &[Write], created: &BTreeSet<u32>, sync: bool) -> Result<u64> {
-        let mut order: Vec<&Write> = writes.iter().collect();
-        order.sort_by_key(|w| w.loc);
-        let mut total = 0u64;
-        let mut touched = BTreeSet::new();
-        let mut run: Option<(u64, BlockBuf)> = None;
-        let flush = |run: &mut Option<(u64, BlockBuf)>, total: &mut u64| -> Result<()> {
-            if let Some((start, buf)) = run.take() {
-                let segment = loc_segment(start);
-                let file = self.segments.file(segment, true)?;
-                file.write_at(buf.as_bytes(), loc_offset(start))
-                    .map_err(|e| Error::io("writing", segment_file_name(segment), e))?;
-                *total += buf.len() as u64;
-            }
-            Ok(())
-        };
-        for w in order {
-            touched.insert(loc_segment(w.loc));
-            let extends = run.as_ref().is_some_and(|(start, buf)| {
-                loc_segment(*start) == loc_segment(w.loc)
-                    && u64::from(loc_block(*start)) + buf.block_count() as u64
-                        == u64::from(loc_block(w.loc))
-            });
-            if extends {
-                if let Some((_, buf)) = run.as_mut() {
-                    buf.extend_from(&w.blocks);
-                }
-            } else {
-                flush(&mut run, &mut total)?;
-                run = Some((w.loc, w.blocks.clone()));
-            }
-        }
-        flush(&mut run, &mut total)?;
-        // Failpoints (feature `failpoints`): written, not synced; a new segment file unsynced.
-        failpoint!("commit.pages_written");
-        if !created.is_empty() {
-            failpoint!("commit.segment_created");
-        }
-        if sync {
-            for segment in &touched {
-                self.segments
-                    .file(*segment, false)?
-                    .sync()
-                    .map_err(|e| Error::io("syncing", segment_file_name(*segment), e))?;
-            }
-            if !created.is_empty() {
-                self.storage
-                    .sync_dir()
-                    .map_err(|e| Error::io("syncing", "the database directory", e))?;
-            }
-        }
-        Ok(total)
-    }
-
     /// Housekeeping after a commit: checkpoint when the log has grown, delete segments no
     /// version needs any more.
-    pub(crate) fn after_commit(&self, w: &mut crate::db::Writer) -> Result<()> {
-        if w.wal.end() >= self.options.checkpoint_log_bytes {
+    pub(crate) fn after_commit(&self, w: &mut Writer) -> Result<()> {
+        if w.log_position()?.1 >= self.options.checkpoint_log_bytes {
             self.checkpoint_locked(w)?;
         }
-        self.delete_emptied(w);
-        Ok(())
+        self.delete_emptied(w)
     }
 
     /// Start a new commit log and write a checkpoint of the oldest retained version (so a
     /// reopen replays every retained version), then delete the logs and checkpoints older
     /// than it.
-    pub(crate) fn checkpoint_locked(&self, w: &mut crate::db::Writer) -> Result<()> {
-        if let Some(reason) = &w.poisoned {
-            return Err(Error::Poisoned(reason.clone()));
-        }
-        let snapshot = w
-            .history
-            .front()
-            .cloned()
-            .ok_or_else(|| Error::internal("no version to checkpoint"))?;
-        let version = self.retained_version(snapshot.seq)?;
-        let new_wal_id = w.wal.id() + 1;
-        let result = Wal::create(self.storage.as_ref(), new_wal_id).and_then(|wal| {
+    ///
+    /// Order: the new log is created; the old one is closed by a synced rotation record
+    /// (which makes every commit so far durable, in any sync policy, and tells recovery where
+    /// the log goes on); the checkpoint is made durable; only then are older files deleted.
+    /// A failure poisons the writer.
+    pub(crate) fn checkpoint_locked(&self, w: &mut Writer) -> Result<()> {
+        w.guarded(|w| {
+            let snapshot = w
+                .history
+                .front()
+                .cloned()
+                .ok_or_else(|| Error::internal("no version to checkpoint"))?;
+            let version = self.retained_version(snapshot.seq)?;
+            let head_seq = self.head().seq;
+            let (old_id, _) = w.log_position()?;
+            let new_wal_id = old_id
+                .checked_add(1)
+                .ok_or_else(|| Error::internal("commit log ids exhausted"))?;
+            let wal = Wal::create(self.storage.as_ref(), new_wal_id)?;
             // Failpoint (feature `failpoints`): the new log exists, no checkpoint yet.
             failpoint!("checkpoint.wal_rotated");
+            w.wal()?.append_rotation(new_wal_id, head_seq)?;
+            w.replace_wal(wal);
+            w.log_durable = true;
             Checkpoint {
                 seq: snapshot.seq,
                 wal_id: snapshot.wal_id,
                 wal_offset: snapshot.wal_end,
+                durable_seq: head_seq,
                 table: snapshot.table.clone(),
                 dir: version.dir.clone(),
             }
             .store(self.storage.as_ref())?;
-            Ok(wal)
-        });
-        let wal = match result {
-            Ok(wal) => wal,
-            Err(e) => {
-                w.poisoned = Some(e.to_string());
-                return Err(e);
-            }
-        };
-        w.wal = wal;
-        w.checkpoint_seq = snapshot.seq;
-        self.counters.checkpoint();
-        // Older logs and checkpoints are no longer needed; a failure to delete costs space only.
-        if let Ok(names) = self.storage.list() {
-            for name in names {
-                let old = crate::log::wal::parse_wal_file_name(&name)
-                    .is_some_and(|id| id < snapshot.wal_id)
-                    || crate::log::checkpoint::parse_checkpoint_file_name(&name)
-                        .is_some_and(|seq| seq < snapshot.seq);
-                if old {
-                    // Failpoint (feature `failpoints`): old files partly deleted.
-                    failpoint!("checkpoint.deleting_old");
-                    let _ = self.storage.remove(&name);
+            w.checkpoint_seq = snapshot.seq;
+            self.counters.checkpoint();
+            // Older logs and checkpoints are no longer needed; a failure to delete costs space
+            // only.
+            if let Ok(names) = self.storage.list() {
+                for name in names {
+                    let old = crate::log::wal::parse_wal_file_name(&name)
+                        .is_some_and(|id| id < snapshot.wal_id)
+                        || crate::log::checkpoint::parse_checkpoint_file_name(&name)
+                            .is_some_and(|seq| seq < snapshot.seq);
+                    if old {
+                        // Failpoint (feature `failpoints`): old files partly deleted.
+                        failpoint!("checkpoint.deleting_old");
+                        let _ = self.storage.remove(&name);
+                    }
                 }
             }
-        }
-        Ok(())
+            Ok(())
+        })
     }
 
-    /// Delete segments that hold no live data, once no pinned version can need them.
-    pub(crate) fn delete_emptied(&self, w: &mut crate::db::Writer) {
+    /// Delete segments that hold no live data, once no pinned version can need them. The
+    /// commits that emptied them are made durable first (they may not be, under
+    /// `SyncPolicy::Never`): a power loss must never bring back a version whose segment is
+    /// gone.
+    pub(crate) fn delete_emptied(&self, w: &mut Writer) -> Result<()> {
         let oldest = self.oldest_pinned().unwrap_or(u64::MAX);
         let head_seq = self.head().seq;
         let ready: Vec<u32> = w
@@ -524,6 +453,13 @@ impl Inner {
             })
             .map(|(id, _)| *id)
             .collect();
+        if ready.is_empty() {
+            return Ok(());
+        }
+        if !w.log_durable {
+            w.guarded(|w| w.wal()?.sync())?;
+            w.log_durable = true;
+        }
         let mut deleted = 0;
         for id in ready {
             w.emptied.remove(&id);
@@ -535,6 +471,7 @@ impl Inner {
             }
         }
         self.counters.cleaned(0, 0, deleted);
+        Ok(())
     }
 }
 

@@ -196,7 +196,20 @@ pub fn open_directory(
     backend: IoBackend,
     direct: bool,
 ) -> io::Result<Arc<dyn Storage>> {
-    let posix = PosixStorage::open(path, direct)?;
+    with_backend(PosixStorage::open(path, direct)?, backend)
+}
+
+/// Open the storage of an existing database directory for reading only: files are opened
+/// without write access and nothing is created, renamed or removed (read-only media work).
+pub fn open_directory_read_only(
+    path: &std::path::Path,
+    backend: IoBackend,
+    direct: bool,
+) -> io::Result<Arc<dyn Storage>> {
+    with_backend(PosixStorage::open_read_only(path, direct)?, backend)
+}
+
+fn with_backend(posix: PosixStorage, backend: IoBackend) -> io::Result<Arc<dyn Storage>> {
     match backend {
         IoBackend::Posix => Ok(Arc::new(posix)),
         #[cfg(target_os = "linux")]

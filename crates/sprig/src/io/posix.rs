@@ -13,6 +13,7 @@ use std::sync::Arc;
 pub struct PosixStorage {
     dir: PathBuf,
     direct: bool,
+    read_only: bool,
 }
 
 impl PosixStorage {
@@ -23,7 +24,35 @@ impl PosixStorage {
         Ok(PosixStorage {
             dir: dir.to_path_buf(),
             direct,
+            read_only: false,
         })
+    }
+
+    /// Use the existing directory at `dir` for reading only: files open without write
+    /// access, and creating, renaming, removing or syncing anything fails.
+    pub fn open_read_only(dir: &Path, direct: bool) -> io::Result<PosixStorage> {
+        if !dir.is_dir() {
+            return Err(io::Error::new(
+                io::ErrorKind::NotFound,
+                format!("{} is not a directory", dir.display()),
+            ));
+        }
+        Ok(PosixStorage {
+            dir: dir.to_path_buf(),
+            direct,
+            read_only: true,
+        })
+    }
+
+    /// The error for a change asked of a read-only directory.
+    fn refuse_if_read_only(&self) -> io::Result<()> {
+        if self.read_only {
+            return Err(io::Error::new(
+                io::ErrorKind::PermissionDenied,
+                "the database directory was opened read-only",
+            ));
+        }
+        Ok(())
     }
 
     /// The directory.
@@ -75,9 +104,9 @@ impl StorageFile for PosixFile {
     }
 }
 
-fn open_file(path: &Path, create: bool, direct: bool) -> io::Result<File> {
+fn open_file(path: &Path, create: bool, write: bool, direct: bool) -> io::Result<File> {
     let mut options = fs::OpenOptions::new();
-    options.read(true).write(true).create(create);
+    options.read(true).write(write).create(create);
     if direct {
         options.custom_flags(libc::O_DIRECT);
     }
@@ -91,11 +120,15 @@ impl Storage for PosixStorage {
 
     fn open(&self, name: &str, options: OpenOptions) -> io::Result<Arc<dyn StorageFile>> {
         let path = self.path_of(name)?;
+        if options.create {
+            self.refuse_if_read_only()?;
+        }
         let direct = self.direct && options.direct;
-        let file = match open_file(&path, options.create, direct) {
+        let write = !self.read_only;
+        let file = match open_file(&path, options.create, write, direct) {
             // Some file systems (tmpfs) refuse O_DIRECT: fall back to buffered I/O.
             Err(e) if direct && e.raw_os_error() == Some(libc::EINVAL) => {
-                open_file(&path, options.create, false)?
+                open_file(&path, options.create, write, false)?
             }
             other => other?,
         };
@@ -103,10 +136,12 @@ impl Storage for PosixStorage {
     }
 
     fn remove(&self, name: &str) -> io::Result<()> {
+        self.refuse_if_read_only()?;
         fs::remove_file(self.path_of(name)?)
     }
 
     fn rename(&self, from: &str, to: &str) -> io::Result<()> {
+        self.refuse_if_read_only()?;
         fs::rename(self.path_of(from)?, self.path_of(to)?)
     }
 
@@ -125,6 +160,7 @@ impl Storage for PosixStorage {
     }
 
     fn sync_dir(&self) -> io::Result<()> {
+        self.refuse_if_read_only()?;
         File::open(&self.dir)?.sync_all()
     }
 }

@@ -12,7 +12,7 @@ use sprig_core::Hasher;
 use std::collections::BTreeMap;
 
 const MAGIC: &[u8; 4] = b"SPCK";
-const VERSION: u8 = 1;
+const VERSION: u8 = 2;
 
 /// The file name of the checkpoint at commit `seq`.
 pub fn checkpoint_file_name(seq: u64) -> String {
@@ -36,6 +36,9 @@ pub struct Checkpoint {
     pub wal_id: u32,
     /// Where in that file the record after `seq` starts.
     pub wal_offset: u64,
+    /// The latest commit that was durable when the checkpoint was written (at least `seq`):
+    /// a log that ends before it has lost acknowledged commits.
+    pub durable_seq: u64,
     /// Segment accounting.
     pub table: SegmentTable,
     /// The directory.
@@ -53,6 +56,7 @@ impl Checkpoint {
         out.put_u64(self.dir.len());
         out.put_u32(self.wal_id);
         out.put_u64(self.wal_offset);
+        out.put_u64(self.durable_seq);
         out.put_u32(self.table.active);
         out.put_u32(self.table.segment_blocks);
         out.put_count(self.table.segments.len());
@@ -106,6 +110,13 @@ impl Checkpoint {
         let entries = r.u64().map_err(de)?;
         let wal_id = r.u32().map_err(de)?;
         let wal_offset = r.u64().map_err(de)?;
+        let durable_seq = r.u64().map_err(de)?;
+        if durable_seq < seq {
+            return Err(bad(
+                0,
+                "checkpoint claims fewer durable commits than it holds",
+            ));
+        }
         let active = r.u32().map_err(de)?;
         let segment_blocks = r.u32().map_err(de)?;
         let n = r.count(8).map_err(de)?;
@@ -163,6 +174,7 @@ impl Checkpoint {
             seq,
             wal_id,
             wal_offset,
+            durable_seq,
             table,
             dir,
         })
@@ -260,6 +272,7 @@ mod tests {
             seq: 12,
             wal_id: 3,
             wal_offset: 999,
+            durable_seq: 14,
             table: SegmentTable::new(64),
             dir,
         }

@@ -5,5 +5,6 @@
 pub mod checkpoint;
 pub mod manifest;
 pub mod record;
+pub mod recovery;
 pub mod segments;
 pub mod wal;

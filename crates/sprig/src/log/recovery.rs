@@ -1,0 +1,522 @@
+//! Recovery: from the files of a database to its latest durable state, and a report of
+//! everything found on the way.
+//!
+//! Load the newest checkpoint, replay the commit records after it (one at a time, applying each
+//! to the directory without reading a page), and check the result against every other piece of
+//! durable state that could disprove it: the checkpoint's own claim of how far the log reached,
+//! the rotation records that say where the log continues, and the pages written past what the
+//! log accounts for (a page written by a synced commit proves the commit before it was
+//! durable). Nothing is cut off or deleted unless it is proven lost or unneeded, and a
+//! read-only recovery changes nothing at all.
+
+use crate::directory::Directory;
+use crate::error::{Error, Result};
+use crate::io::{BlockBuf, OpenOptions, ReadRequest, Storage, BLOCK_BYTES};
+use crate::log::checkpoint::{parse_checkpoint_file_name, Checkpoint};
+use crate::log::manifest::Manifest;
+use crate::log::record::{apply_record, CommitRecord};
+use crate::log::segments::{parse_segment_file_name, segment_file_name, SegmentTable};
+use crate::log::wal::{parse_wal_file_name, wal_file_name, ReplayEnd, Wal, FLAG_PRIOR_DURABLE};
+use std::collections::VecDeque;
+
+/// Blocks read per step while looking at what lies past a segment's recorded fill.
+const TAIL_SCAN_BLOCKS: u64 = 256;
+
+/// What a checkpoint of a retained version needs besides its directory: the segment
+/// accounting as of that version and where the log continues after it.
+#[derive(Clone, Debug)]
+pub(crate) struct Snapshot {
+    pub seq: u64,
+    pub table: SegmentTable,
+    pub wal_id: u32,
+    pub wal_end: u64,
+}
+
+/// Whether recovery may change files.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Access {
+    /// Cut a proven-lost log tail, delete leftovers, and continue the log.
+    ReadWrite,
+    /// Change nothing (read-only media, or another process writing).
+    ReadOnly,
+}
+
+/// A log tail that could not be read and was proven not to hold an acknowledged commit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LostTail {
+    /// The log file.
+    pub file: String,
+    /// Where the unreadable record starts.
+    pub offset: u64,
+    /// Bytes from there to the end of that file.
+    pub bytes: u64,
+    /// The unreadable record's sequence number, where one of its headers survived.
+    pub seq: Option<u64>,
+    /// Commits after it that were written without a sync (`SyncPolicy::Never`) and are lost
+    /// with it.
+    pub unsynced_after: Vec<u64>,
+    /// Later log files that held only such commits (or nothing).
+    pub later_files: Vec<String>,
+    /// Whether this open cut the tail off (a read-only open never does).
+    pub cut: bool,
+}
+
+/// What opening a database found and did, beyond loading its state.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RecoveryReport {
+    /// The commit of the checkpoint recovery started from.
+    pub checkpoint_seq: u64,
+    /// Commit records replayed after it.
+    pub records_replayed: u64,
+    /// The latest commit recovered.
+    pub seq: u64,
+    /// A lost log tail: a commit in flight at a crash, or unsynced commits lost to a power
+    /// loss. Normal after a crash, but reported, never silent.
+    pub lost_tail: Option<LostTail>,
+    /// Commit records with one damaged copy, read from the other: (file, offset, seq).
+    pub repaired_records: Vec<(String, u64, u64)>,
+    /// Segment blocks past the fill the log accounts for: written by a commit that never
+    /// completed (file, blocks). Reused by later commits.
+    pub unaccounted_blocks: Vec<(String, u64)>,
+    /// Files deleted as leftovers (temporary files, superseded checkpoints and logs, segment
+    /// files only an incomplete commit wrote).
+    pub removed_files: Vec<String>,
+}
+
+impl RecoveryReport {
+    /// Whether the open found nothing worth telling: no lost tail and no repaired record.
+    pub fn is_clean(&self) -> bool {
+        self.lost_tail.is_none() && self.repaired_records.is_empty()
+    }
+
+    /// One sentence per finding, for logs and the command line.
+    pub fn findings(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        if let Some(t) = &self.lost_tail {
+            let what = match t.seq {
+                Some(seq) => format!("commit record {seq}"),
+                None => "a commit record".to_string(),
+            };
+            let mut s = format!(
+                "{} {what} at offset {} of {} could not be read and was not acknowledged \
+                 (a crash during a commit); {} bytes {}",
+                if t.cut { "discarded:" } else { "found:" },
+                t.offset,
+                t.file,
+                t.bytes,
+                if t.cut { "cut off" } else { "left in place" }
+            );
+            if !t.unsynced_after.is_empty() {
+                s.push_str(&format!(
+                    "; with it {} commit(s) written without sync ({}..={}) were lost",
+                    t.unsynced_after.len(),
+                    t.unsynced_after.first().copied().unwrap_or(0),
+                    t.unsynced_after.last().copied().unwrap_or(0)
+                ));
+            }
+            if !t.later_files.is_empty() {
+                s.push_str(&format!("; later log files {}", t.later_files.join(", ")));
+            }
+            out.push(s);
+        }
+        for (file, offset, seq) in &self.repaired_records {
+            out.push(format!(
+                "repaired: commit record {seq} at offset {offset} of {file} had a damaged copy \
+                 and was read from the other"
+            ));
+        }
+        out
+    }
+}
+
+/// The state recovery found.
+pub(crate) struct Recovered {
+    /// The last versions replayed, oldest first, ending with the latest.
+    pub history: Vec<(Directory, Snapshot)>,
+    pub table: SegmentTable,
+    /// The log to append to (none for a read-only recovery).
+    pub wal: Option<Wal>,
+    pub checkpoint_seq: u64,
+    pub report: RecoveryReport,
+}
+
+/// Where replay stands between log files.
+struct Replayed {
+    seq: u64,
+    dir: Directory,
+    table: SegmentTable,
+    history: VecDeque<(Directory, Snapshot)>,
+    keep: usize,
+    records: u64,
+}
+
+/// Recover the latest durable state of the database in `storage`, keeping the last `keep`
+/// versions for historical reads.
+pub(crate) fn recover(
+    storage: &dyn Storage,
+    manifest: &Manifest,
+    keep: usize,
+    access: Access,
+) -> Result<Recovered> {
+    let names = storage
+        .list()
+        .map_err(|e| Error::io("listing", "the database directory", e))?;
+    let checkpoint_seq = names
+        .iter()
+        .filter_map(|n| parse_checkpoint_file_name(n))
+        .max()
+        .ok_or_else(|| Error::corruption("<database directory>", 0, "no checkpoint file"))?;
+    let cp = Checkpoint::load(storage, checkpoint_seq, manifest.hasher)?;
+    let mut wal_ids: Vec<u32> = names
+        .iter()
+        .filter_map(|n| parse_wal_file_name(n))
+        .filter(|id| *id >= cp.wal_id)
+        .collect();
+    wal_ids.sort_unstable();
+    if wal_ids.first() != Some(&cp.wal_id) {
+        return Err(Error::corruption(
+            wal_file_name(cp.wal_id),
+            0,
+            "the commit log the checkpoint refers to is missing",
+        ));
+    }
+    for pair in wal_ids.windows(2) {
+        if let [a, b] = pair {
+            if *b != a + 1 {
+                return Err(Error::corruption(
+                    wal_file_name(a + 1),
+                    0,
+                    format!("commit log {} is missing between {a} and {b}", a + 1),
+                ));
+            }
+        }
+    }
+
+    let mut state = Replayed {
+        seq: cp.seq,
+        dir: cp.dir.clone(),
+        table: cp.table.clone(),
+        history: VecDeque::from([(
+            cp.dir.clone(),
+            Snapshot {
+                seq: cp.seq,
+                table: cp.table.clone(),
+                wal_id: cp.wal_id,
+                wal_end: cp.wal_offset,
+            },
+        )]),
+        keep: keep.max(1),
+        records: 0,
+    };
+    let mut report = RecoveryReport {
+        checkpoint_seq,
+        ..RecoveryReport::default()
+    };
+    let mut last = (cp.wal_id, cp.wal_offset);
+    let mut lost: Option<(u32, ReplayEnd)> = None;
+    for (i, id) in wal_ids.iter().enumerate() {
+        let start = if *id == cp.wal_id { cp.wal_offset } else { 0 };
+        let end = Wal::replay(storage, *id, start, &mut |rec| state.apply(*id, rec))?;
+        for (offset, seq) in &end.repaired {
+            report
+                .repaired_records
+                .push((wal_file_name(*id), *offset, *seq));
+        }
+        last = (*id, end.end);
+        let next = wal_ids.get(i + 1).copied();
+        if end.lost.is_some() {
+            lost = Some((*id, end));
+            break;
+        }
+        match (end.rotated_to, next) {
+            (Some(to), Some(n)) if to == n => {}
+            (Some(to), _) => {
+                return Err(Error::corruption(
+                    wal_file_name(*id),
+                    end.end,
+                    format!(
+                        "the log says it continues in {}, which is missing",
+                        wal_file_name(to)
+                    ),
+                ))
+            }
+            // A crash between creating the next file and closing this one: the next is empty
+            // or holds the commits after the rotation; either way the replay goes on.
+            (None, _) => {}
+        }
+    }
+
+    if let Some((id, end)) = lost {
+        report.lost_tail = Some(judge_lost_tail(storage, &wal_ids, id, &end)?);
+    }
+    report.records_replayed = state.records;
+    report.seq = state.seq;
+    if cp.durable_seq > state.seq {
+        return Err(Error::corruption(
+            wal_file_name(last.0),
+            last.1,
+            format!(
+                "the log ends at commit {}, but the checkpoint at commit {} was written when \
+                 commit {} was durable: acknowledged commits were lost",
+                state.seq, cp.seq, cp.durable_seq
+            ),
+        ));
+    }
+    report.unaccounted_blocks = check_segment_tails(
+        storage,
+        &names,
+        &state.table,
+        state.seq,
+        &|seq| match access {
+            // Nobody else writes: what the log held is all there is.
+            Access::ReadWrite => Ok(false),
+            // A writer in another process may have committed since the log was read.
+            Access::ReadOnly => log_now_reaches(storage, last.0, seq),
+        },
+    )?;
+
+    let wal = match access {
+        Access::ReadOnly => None,
+        Access::ReadWrite => {
+            if let Some(t) = report.lost_tail.as_mut() {
+                for name in &t.later_files {
+                    storage
+                        .remove(name)
+                        .map_err(|e| Error::io("deleting", name, e))?;
+                }
+                t.cut = true;
+            }
+            let wal = Wal::reopen(storage, last.0, last.1)?;
+            report.removed_files =
+                remove_stale_files(storage, &names, checkpoint_seq, cp.wal_id, &state.table);
+            Some(wal)
+        }
+    };
+    Ok(Recovered {
+        history: state.history.into_iter().collect(),
+        table: state.table,
+        wal,
+        checkpoint_seq,
+        report,
+    })
+}
+
+impl Replayed {
+    /// Apply one commit record of log file `id`.
+    fn apply(&mut self, id: u32, rec: crate::log::wal::WalRecord) -> Result<()> {
+        let name = wal_file_name(id);
+        let hasher = self.dir.hasher();
+        let record = CommitRecord::decode(&rec.payload, hasher)
+            .map_err(|e| Error::corruption(&name, rec.offset, format!("bad commit record: {e}")))?;
+        if record.seq != self.seq + 1 || rec.seq != record.seq {
+            return Err(Error::corruption(
+                &name,
+                rec.offset,
+                format!(
+                    "commit record {} where {} was expected",
+                    record.seq,
+                    self.seq + 1
+                ),
+            ));
+        }
+        self.dir = apply_record(&self.dir, &mut self.table, &record).map_err(|e| {
+            Error::corruption(
+                &name,
+                rec.offset,
+                format!("commit record {}: {e}", record.seq),
+            )
+        })?;
+        self.seq = record.seq;
+        self.records += 1;
+        self.history.push_back((
+            self.dir.clone(),
+            Snapshot {
+                seq: self.seq,
+                table: self.table.clone(),
+                wal_id: id,
+                wal_end: rec.end,
+            },
+        ));
+        while self.history.len() > self.keep {
+            self.history.pop_front();
+        }
+        Ok(())
+    }
+}
+
+/// A lost tail in log `id` is the end of the durable log only if every later log file holds
+/// nothing that claims the records before it were durable.
+fn judge_lost_tail(
+    storage: &dyn Storage,
+    wal_ids: &[u32],
+    id: u32,
+    end: &ReplayEnd,
+) -> Result<LostTail> {
+    let Some(tail) = &end.lost else {
+        return Err(Error::internal("judging a log tail that was not lost"));
+    };
+    let mut unsynced_after = tail.unsynced_after.clone();
+    let mut later_files = Vec::new();
+    for later in wal_ids.iter().filter(|l| **l > id) {
+        let name = wal_file_name(*later);
+        let outcome = Wal::replay(storage, *later, 0, &mut |rec| {
+            if rec.flags & FLAG_PRIOR_DURABLE != 0 {
+                return Err(Error::corruption(
+                    wal_file_name(id),
+                    tail.offset,
+                    format!(
+                        "the commit record at offset {} cannot be read, but record {} in {} \
+                         was written after it was durable",
+                        tail.offset, rec.seq, name
+                    ),
+                ));
+            }
+            unsynced_after.push(rec.seq);
+            Ok(())
+        })?;
+        if outcome.rotated_to.is_some() {
+            return Err(Error::corruption(
+                &name,
+                outcome.end,
+                "a log after a lost record was closed by a rotation, which syncs what precedes it",
+            ));
+        }
+        later_files.push(name);
+    }
+    Ok(LostTail {
+        file: wal_file_name(id),
+        offset: tail.offset,
+        bytes: tail.bytes,
+        seq: tail.seq,
+        unsynced_after,
+        later_files,
+        cut: false,
+    })
+}
+
+/// Look at the blocks past each segment's recorded fill (in the segment new blocks go to and in
+/// segment files newer than any the log knows): a commit that never completed may have written
+/// there, but a page of a synced commit two or more past the last recovered one proves that
+/// the commit before it was durable, so commit records were lost. Returns the blocks found.
+///
+/// `log_reaches(seq)` says whether the log holds commit `seq` by now (another process may be
+/// writing while a read-only open looks).
+fn check_segment_tails(
+    storage: &dyn Storage,
+    names: &[String],
+    table: &SegmentTable,
+    last_seq: u64,
+    log_reaches: &dyn Fn(u64) -> Result<bool>,
+) -> Result<Vec<(String, u64)>> {
+    let newest = table.segments.keys().next_back().copied().unwrap_or(0);
+    let mut ids: Vec<u32> = names
+        .iter()
+        .filter_map(|n| parse_segment_file_name(n))
+        .filter(|id| *id == table.active || *id > newest)
+        .collect();
+    ids.sort_unstable();
+    let mut found = Vec::new();
+    for id in ids {
+        let name = segment_file_name(id);
+        let fill = table
+            .segments
+            .get(&id)
+            .map_or(0, |m| u64::from(m.used_blocks));
+        let file = storage
+            .open(
+                &name,
+                OpenOptions {
+                    create: false,
+                    direct: true,
+                },
+            )
+            .map_err(|e| Error::io("opening", &name, e))?;
+        let blocks = file.size().map_err(|e| Error::io("reading", &name, e))? / BLOCK_BYTES as u64;
+        if blocks <= fill {
+            continue;
+        }
+        found.push((name.clone(), blocks - fill));
+        let mut at = fill;
+        while at < blocks {
+            let n = TAIL_SCAN_BLOCKS.min(blocks - at);
+            let mut requests = [ReadRequest {
+                file: file.as_ref(),
+                offset: at * BLOCK_BYTES as u64,
+                buf: BlockBuf::zeroed(n as usize),
+            }];
+            storage
+                .read_batch(&mut requests)
+                .map_err(|e| Error::io("reading", &name, e))?;
+            let [request] = requests;
+            for (i, block) in request.buf.as_bytes().chunks(BLOCK_BYTES).enumerate() {
+                let Some(stamp) = crate::page::peek_stamp(block) else {
+                    continue;
+                };
+                if stamp.synced && stamp.seq >= last_seq + 2 && !log_reaches(stamp.seq - 1)? {
+                    return Err(Error::corruption(
+                        &name,
+                        (at + i as u64) * BLOCK_BYTES as u64,
+                        format!(
+                            "a page written by commit {} lies past the data the log accounts \
+                             for, but the log ends at commit {last_seq}: commit {} was \
+                             acknowledged and its record is lost",
+                            stamp.seq,
+                            stamp.seq - 1
+                        ),
+                    ));
+                }
+            }
+            at += n;
+        }
+    }
+    Ok(found)
+}
+
+/// Whether the log holds commit `seq` now (or a newer one), having ended in file `replayed`
+/// when it was read: for a read-only open that finds pages of commits past the log it
+/// replayed, while a writer may be committing.
+fn log_now_reaches(storage: &dyn Storage, replayed: u32, seq: u64) -> Result<bool> {
+    let names = storage
+        .list()
+        .map_err(|e| Error::io("listing", "the database directory", e))?;
+    let Some(newest) = names.iter().filter_map(|n| parse_wal_file_name(n)).max() else {
+        return Ok(false);
+    };
+    if newest > replayed {
+        return Ok(true);
+    }
+    let mut reached = false;
+    match Wal::replay(storage, newest, 0, &mut |rec| {
+        reached |= rec.seq >= seq;
+        Ok(())
+    }) {
+        Ok(_) => Ok(reached),
+        // Superseded while being read: the writer has moved on.
+        Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => Ok(true),
+        Err(e) => Err(e),
+    }
+}
+
+/// Delete leftovers: temporary files, older checkpoints and logs, and segment files created
+/// by a commit that never completed. Failures are ignored: a leftover costs only space.
+/// Returns the names deleted.
+fn remove_stale_files(
+    storage: &dyn Storage,
+    names: &[String],
+    checkpoint_seq: u64,
+    wal_id: u32,
+    table: &SegmentTable,
+) -> Vec<String> {
+    let newest_segment = table.segments.keys().next_back().copied().unwrap_or(0);
+    let mut removed = Vec::new();
+    for name in names {
+        let stale = name.ends_with(".tmp")
+            || parse_checkpoint_file_name(name).is_some_and(|s| s < checkpoint_seq)
+            || parse_wal_file_name(name).is_some_and(|id| id < wal_id)
+            || parse_segment_file_name(name).is_some_and(|id| id > newest_segment);
+        if stale && storage.remove(name).is_ok() {
+            removed.push(name.clone());
+        }
+    }
+    removed
+}
