@@ -303,9 +303,12 @@ impl Wal {
         self.write(KIND_COMMIT, flags, seq, payload, sync)
     }
 
-    /// Close this file for good: append a record saying the log continues in file `next`,
-    /// and sync it. `last_seq` is the last commit in this file (or before it).
+    /// Close this file for good: make every record in it durable, then append a record
+    /// saying the log continues in file `next` (which can then truthfully claim that
+    /// everything before it is durable), and sync it. `last_seq` is the last commit in this
+    /// file (or before it).
     pub fn append_rotation(&mut self, next: u32, last_seq: u64) -> Result<u64> {
+        self.sync()?;
         self.write(
             KIND_ROTATE,
             FLAG_SYNCED | FLAG_PRIOR_DURABLE,

@@ -154,6 +154,15 @@ impl Outcome {
 
 /// Run `workload` on `storage` until it ends or something fails.
 pub fn run_workload(storage: &Arc<dyn Storage>, workload: &Workload) -> Outcome {
+    run_workload_with(storage, workload, &options())
+}
+
+/// [`run_workload`] with other options.
+pub fn run_workload_with(
+    storage: &Arc<dyn Storage>,
+    workload: &Workload,
+    options: &Options,
+) -> Outcome {
     let empty = State {
         seq: 0,
         model: ReferenceModel::new(Hasher::Blake3),
@@ -164,7 +173,7 @@ pub fn run_workload(storage: &Arc<dyn Storage>, workload: &Workload) -> Outcome 
         error: None,
         db: None,
     };
-    let mut db = match Db::open_with_storage(storage.clone(), options()) {
+    let mut db = match Db::open_with_storage(storage.clone(), options.clone()) {
         Ok(db) => db,
         Err(e) => {
             out.error = Some(("creating", e));
@@ -255,7 +264,7 @@ pub fn run_workload(storage: &Arc<dyn Storage>, workload: &Workload) -> Outcome 
             }
             Step::Reopen => {
                 drop(db);
-                db = match Db::open_with_storage(storage.clone(), options()) {
+                db = match Db::open_with_storage(storage.clone(), options.clone()) {
                     Ok(db) => db,
                     Err(e) => {
                         out.error = Some(("reopening", e));
