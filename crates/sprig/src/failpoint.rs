@@ -5,14 +5,17 @@
 //! nothing and this module holds no code. A failpoint is armed by the environment variable
 //! `SPRIG_FAILPOINT=name[:count]` (read on the first hook reached) or by [`arm`]; the
 //! `count`-th time the named hook is reached (default the first), the process calls
-//! [`std::process::abort`]. It never returns an error and never changes what is written: it
-//! only stops the process, as a kill at that moment would.
+//! [`std::process::abort`]: it never changes what is written, it only stops the process, as a
+//! kill at that moment would. A failpoint armed with [`arm_error`] instead makes the function
+//! holding the hook fail with [`crate::Error::Internal`] there (for in-process tests of what a
+//! failure at that step leaves behind).
 
-/// Abort the process here if the failpoint of this name is armed and its count is reached.
+/// Abort the process (or fail the enclosing function) here if the failpoint of this name is
+/// armed and its count is reached.
 #[cfg(feature = "failpoints")]
 macro_rules! failpoint {
     ($name:expr) => {
-        $crate::failpoint::hit($name)
+        $crate::failpoint::hit($name).map_err($crate::Error::Internal)?
     };
 }
 
@@ -62,6 +65,8 @@ mod armed {
     struct Armed {
         name: String,
         remaining: u64,
+        /// Fail the enclosing function instead of aborting the process.
+        error: bool,
     }
 
     static ARMED: Mutex<Option<Armed>> = Mutex::new(None);
@@ -106,6 +111,20 @@ mod armed {
         set(Some(Armed {
             name,
             remaining: count,
+            error: false,
+        }));
+        Ok(())
+    }
+
+    /// Arm failpoint `name` to fail the function holding it (with an internal error) the
+    /// `count`-th time it is reached, once; the process goes on.
+    pub fn arm_error(name: &str, count: u64) -> Result<(), FailpointError> {
+        let (name, count) = parse(&format!("{name}:{count}"))?;
+        FROM_ENV.get_or_init(|| ());
+        set(Some(Armed {
+            name,
+            remaining: count,
+            error: true,
         }));
         Ok(())
     }
@@ -128,7 +147,11 @@ mod armed {
         FROM_ENV.get_or_init(|| {
             if let Ok(spec) = std::env::var(FAILPOINT_ENV) {
                 match parse(&spec) {
-                    Ok((name, remaining)) => set(Some(Armed { name, remaining })),
+                    Ok((name, remaining)) => set(Some(Armed {
+                        name,
+                        remaining,
+                        error: false,
+                    })),
                     Err(e) => {
                         eprintln!("{FAILPOINT_ENV}: {e}");
                         std::process::abort();
@@ -138,22 +161,29 @@ mod armed {
         });
     }
 
-    /// A hook: abort if `name` is armed and this is the hit it waits for.
-    pub fn hit(name: &'static str) {
+    /// A hook: abort (or fail, see [`arm_error`]) if `name` is armed and this is the hit it
+    /// waits for.
+    pub fn hit(name: &'static str) -> Result<(), String> {
         init_from_env();
         if !ANY.load(Ordering::SeqCst) {
-            return;
+            return Ok(());
         }
         let mut slot = ARMED.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(armed) = slot.as_mut() {
             if armed.name == name {
                 armed.remaining = armed.remaining.saturating_sub(1);
                 if armed.remaining == 0 {
+                    if armed.error {
+                        *slot = None;
+                        ANY.store(false, Ordering::SeqCst);
+                        return Err(format!("failpoint {name} injected a failure"));
+                    }
                     eprintln!("failpoint {name} reached: aborting");
                     std::process::abort();
                 }
             }
         }
+        Ok(())
     }
 
     #[cfg(test)]
@@ -175,8 +205,8 @@ mod armed {
             // Other tests in this process commit concurrently: a count never reached keeps
             // them alive while the armed path runs.
             assert!(arm("commit.pages_written", u64::MAX).is_ok());
-            hit("wal.record_written");
-            hit("commit.pages_written");
+            assert!(hit("wal.record_written").is_ok());
+            assert!(hit("commit.pages_written").is_ok());
             assert!(matches!(arm("nope", 1), Err(FailpointError::Unknown(_))));
             disarm();
         }
