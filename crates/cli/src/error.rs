@@ -102,6 +102,11 @@ impl CliError {
             CliError::Db(sprig::Error::AlreadyExists(_)) => {
                 Some("use the existing database, or pick another --db path".into())
             }
+            CliError::Db(sprig::Error::Corruption { file, .. }) if file == "MANIFEST" => Some(
+                "the database's MANIFEST file is missing or damaged: restore it from a backup of \
+                 this database (its data files are still there); do not run `sprig init` here"
+                    .into(),
+            ),
             CliError::Db(sprig::Error::Corruption { .. }) => {
                 Some("run `sprig check` to list every damaged page".into())
             }

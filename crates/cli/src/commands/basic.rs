@@ -81,7 +81,7 @@ pub fn put(ctx: &Ctx, args: &PutArgs) -> CliResult<Outcome> {
 
 /// `get`: print values; exit code 1 if any key is missing.
 pub fn get(ctx: &Ctx, args: &GetArgs) -> CliResult<Outcome> {
-    let db = ctx.open("get")?;
+    let db = ctx.open_read_only("get")?;
     let hasher = db.hasher();
     let keys = gather_keys(&args.key, None, |t| args.keys.key_format.parse(hasher, t))?;
     let view = db.view();
@@ -136,7 +136,7 @@ pub fn delete(ctx: &Ctx, args: &DeleteArgs) -> CliResult<Outcome> {
 
 /// `root`: the latest root and sequence number.
 pub fn root(ctx: &Ctx) -> CliResult<Outcome> {
-    let db = ctx.open("root")?;
+    let db = ctx.open_read_only("root")?;
     let (root, seq) = (db.root(), db.seq());
     Ok(Outcome::ok(
         json!({"root": hex(&root), "seq": seq, "hasher": db.hasher().name()}),

@@ -94,7 +94,7 @@ pub fn describe(f: &serde_json::Value) -> String {
 
 /// `stats`.
 pub fn stats(ctx: &Ctx) -> CliResult<Outcome> {
-    let db = ctx.open("stats")?;
+    let db = ctx.open_read_only("stats")?;
     let f = figures(&db)?;
     let human = describe(&f);
     Ok(Outcome::ok(f, human))
@@ -102,7 +102,7 @@ pub fn stats(ctx: &Ctx) -> CliResult<Outcome> {
 
 /// `check`: exit code 3 if anything is damaged.
 pub fn check(ctx: &Ctx) -> CliResult<Outcome> {
-    let db = ctx.open("check")?;
+    let db = ctx.open_read_only("check")?;
     let bar = progress::bar(ctx.progress, 0, "checking", false);
     let report = db.check(&mut |done, total| {
         bar.set_length(total);
@@ -129,12 +129,38 @@ pub fn check(ctx: &Ctx) -> CliResult<Outcome> {
     for p in &report.problems {
         lines.push(format!("  {p}"));
     }
+    // What the open found in the log: a lost tail (a commit in flight at a crash, or unsynced
+    // commits lost to a power loss) is not damage to the data, but it is never silent.
+    let recovery = db.recovery();
+    let warnings = recovery.findings();
+    for w in &warnings {
+        lines.push(format!("  warning: {w}"));
+    }
+    let lost_tail = recovery.lost_tail.as_ref().map(|t| {
+        json!({
+            "file": t.file, "offset": t.offset, "bytes": t.bytes, "seq": t.seq,
+            "unsynced_after": t.unsynced_after, "later_files": t.later_files,
+        })
+    });
+    let repaired: Vec<serde_json::Value> = recovery
+        .repaired_records
+        .iter()
+        .map(|(file, offset, seq)| json!({"file": file, "offset": offset, "seq": seq}))
+        .collect();
     let doc = json!({
         "clean": report.is_clean(), "pages": report.pages, "entries": report.entries,
         "values": report.values, "bytes_read": report.bytes_read, "problems": problems,
+        "seq": db.seq(),
+        "log": {"lost_tail": lost_tail, "repaired_records": repaired, "warnings": warnings},
     });
     if report.is_clean() {
-        lines.push("no problems found".into());
+        lines.push(format!(
+            "no problems found{}",
+            match warnings.len() {
+                0 => String::new(),
+                n => format!(" in the data ({n} warning(s) about the log above)"),
+            }
+        ));
     } else {
         lines.push(format!("{} problem(s) found", report.problems.len()));
     }

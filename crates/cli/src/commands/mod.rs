@@ -33,14 +33,35 @@ impl Ctx {
         })
     }
 
-    /// Open the existing database at `--db`.
+    /// Open the existing database at `--db` for writing (it takes the database's lock).
     pub fn open(&self, command: &str) -> CliResult<Db> {
         let path = self.db_path(command)?;
-        let options = Options {
-            create_if_missing: false,
-            ..Options::default()
-        };
-        Ok(Db::open(path, options)?)
+        let db = Db::open(path, open_options())?;
+        warn_about_recovery(&db);
+        Ok(db)
+    }
+
+    /// Open the existing database at `--db` for reading only: no lock, nothing written, so it
+    /// works on read-only media and beside a process writing the database.
+    pub fn open_read_only(&self, command: &str) -> CliResult<Db> {
+        let path = self.db_path(command)?;
+        let db = Db::open_read_only(path, open_options())?;
+        warn_about_recovery(&db);
+        Ok(db)
+    }
+}
+
+fn open_options() -> Options {
+    Options {
+        create_if_missing: false,
+        ..Options::default()
+    }
+}
+
+/// What opening found (a lost log tail, a repaired record) goes to stderr, never silent.
+fn warn_about_recovery(db: &Db) {
+    for finding in db.recovery().findings() {
+        eprintln!("warning: {finding}");
     }
 }
 

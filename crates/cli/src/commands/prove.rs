@@ -12,7 +12,7 @@ use std::io::{IsTerminal as _, Write as _};
 
 /// `prove`.
 pub fn prove(ctx: &Ctx, args: &ProveArgs) -> CliResult<Outcome> {
-    let db = ctx.open("prove")?;
+    let db = ctx.open_read_only("prove")?;
     let hasher = db.hasher();
     let mut keys = gather_keys(&args.key, args.from.as_deref(), |t| {
         args.keys.key_format.parse(hasher, t)

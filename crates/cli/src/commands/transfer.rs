@@ -181,7 +181,7 @@ fn staged(
 
 /// `export`.
 pub fn export(ctx: &Ctx, args: &ExportArgs) -> CliResult<Outcome> {
-    let db = ctx.open("export")?;
+    let db = ctx.open_read_only("export")?;
     let view = db.view();
     let start = Instant::now();
     let mut writer = RecordWriter::create(&args.file, args.format)?;
