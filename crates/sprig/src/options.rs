@@ -10,8 +10,12 @@ pub enum SyncPolicy {
     /// Every commit is durable when `commit` returns (pages synced, then the commit record).
     #[default]
     Always,
-    /// Nothing is synced; a crash of the machine may lose recent commits (a crash of the
-    /// process alone loses nothing). For bulk work and benchmarks that say so.
+    /// Commit records are not synced, so a crash of the machine may lose recent commits (a
+    /// crash of the process alone loses nothing); after a power loss the database holds the
+    /// state of some earlier commit, never a mix and never corruption. One sync per commit
+    /// instead of two: a commit's pages are still synced before its record is written, and
+    /// the log is synced before a checkpoint or the deletion of a segment. For bulk work and
+    /// benchmarks that say so.
     Never,
 }
 
