@@ -82,6 +82,8 @@ pub(crate) struct Inner {
     pub options: Options,
     pub hasher: Hasher,
     pub storage: Arc<dyn Storage>,
+    /// What `storage` really is (see [`Db::io_backend`]).
+    pub io: io::IoBackendInfo,
     pub segments: Segments,
     pub cache: PageCache,
     pub counters: Counters,
@@ -130,8 +132,11 @@ impl Drop for Pin {
     }
 }
 
+/// Take the database directory's lock: an exclusive lock on its `LOCK` file
+/// ([`std::fs::File::try_lock`]: `flock` on unix, `LockFileEx` on Windows), held for as long
+/// as the returned file is open. Another open of the directory, by this process or another,
+/// gets [`Error::Locked`].
 fn lock_directory(path: &Path) -> Result<std::fs::File> {
-    use std::os::fd::AsRawFd;
     let lock_path = path.join("LOCK");
     let file = std::fs::OpenOptions::new()
         .create(true)
@@ -139,12 +144,13 @@ fn lock_directory(path: &Path) -> Result<std::fs::File> {
         .write(true)
         .open(&lock_path)
         .map_err(|e| Error::io("opening", lock_path.display().to_string(), e))?;
-    // SAFETY: flock on a file descriptor we own; no memory is involved.
-    let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
-    if rc != 0 {
-        return Err(Error::Locked(path.to_path_buf()));
+    match file.try_lock() {
+        Ok(()) => Ok(file),
+        Err(std::fs::TryLockError::WouldBlock) => Err(Error::Locked(path.to_path_buf())),
+        Err(std::fs::TryLockError::Error(e)) => {
+            Err(Error::io("locking", lock_path.display().to_string(), e))
+        }
     }
-    Ok(file)
 }
 
 impl Db {
@@ -159,9 +165,8 @@ impl Db {
         std::fs::create_dir_all(path)
             .map_err(|e| Error::io("creating", path.display().to_string(), e))?;
         let lock = lock_directory(path)?;
-        let storage = io::open_directory(path, options.io_backend, options.direct_io)
-            .map_err(|e| Error::io("opening", path.display().to_string(), e))?;
-        Db::open_inner(storage, options, Some(path.to_path_buf()), Some(lock))
+        let (storage, io) = io::open_directory(path, options.io_backend, options.direct_io)?;
+        Db::open_inner(storage, io, options, Some(path.to_path_buf()), Some(lock))
     }
 
     /// Create a new database in `path`; fails if one exists there.
@@ -187,11 +192,13 @@ impl Db {
     /// Open a database on any storage backend (for tests, fault injection and simulation).
     pub fn open_with_storage(storage: Arc<dyn Storage>, options: Options) -> Result<Db> {
         options.validate()?;
-        Db::open_inner(storage, options, None, None)
+        let io = io::IoBackendInfo::of(storage.as_ref());
+        Db::open_inner(storage, io, options, None, None)
     }
 
     fn open_inner(
         storage: Arc<dyn Storage>,
+        io: io::IoBackendInfo,
         options: Options,
         path: Option<PathBuf>,
         lock: Option<std::fs::File>,
@@ -257,6 +264,7 @@ impl Db {
             overlay_memory: Arc::new(OverlayMemory::default()),
             options,
             storage,
+            io,
             _lock: lock,
         };
         let db = Db {
@@ -288,6 +296,13 @@ impl Db {
     /// The options the database was opened with.
     pub fn options(&self) -> &Options {
         &self.inner.options
+    }
+
+    /// The I/O backend in use, which may not be the one the options asked for: where the
+    /// kernel refuses io_uring, [`crate::IoBackend::IoUring`] runs on posix and this says
+    /// why; where the file system refuses `O_DIRECT`, I/O is buffered and this says why.
+    pub fn io_backend(&self) -> &io::IoBackendInfo {
+        &self.inner.io
     }
 
     /// A read view of the latest committed version.
@@ -351,6 +366,7 @@ impl Db {
         s.overlay_bytes = self.inner.overlay_memory.bytes();
         s.overlays = self.inner.overlay_memory.count();
         s.retained_versions = self.inner.retained.lock().len() as u64;
+        s.io_backend = self.inner.io.clone();
         let w = self.inner.writer.lock();
         s.disk_bytes = w.table.used_blocks() * io::BLOCK_BYTES as u64;
         s.live_bytes = w.table.live_blocks() * io::BLOCK_BYTES as u64;
