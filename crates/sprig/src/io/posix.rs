@@ -16,6 +16,7 @@ use std::sync::Arc;
 
 /// The file the direct-I/O probe creates and removes at once. Its name ends in `.tmp`, so
 /// that recovery deletes it if a crash ever leaves it behind.
+#[cfg(target_os = "linux")]
 const DIRECT_IO_PROBE_FILE: &str = "direct-io-probe.tmp";
 
 /// A database directory accessed with positioned reads and writes.
