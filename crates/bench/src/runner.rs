@@ -312,6 +312,7 @@ pub fn run(
     progress.finish();
     let io_after = sys::proc_io().unwrap_or_default();
     let counters_after = db.counters();
+    let io_backend = db.io_backend();
     drop(db);
     let new_state = generator.state().clone();
     save_state(&layout, &new_state)?;
@@ -368,5 +369,6 @@ pub fn run(
                 shape.batches
             )
         }),
+        io_backend,
     })
 }
