@@ -1,18 +1,26 @@
 # Sprig's task runner: CI calls these same targets (see .ci/run).
 CARGO ?= cargo
 
-.PHONY: test lint fmt build demo fuzz-build doc
+.PHONY: test lint fmt build demo fuzz-build nostd doc
 
-## test: everything CI checks — formatting, lints, the whole test suite, fuzz targets build.
+# The no_std check of sprig-core: its own workspace, its own target directory.
+NOSTD_MANIFEST = --manifest-path crates/core/nostd-check/Cargo.toml
+NOSTD_CHECK = $(NOSTD_MANIFEST) --target-dir target/nostd-check
+
+## test: everything CI checks — formatting, lints, the whole test suite (whose log names the
+## I/O backend this machine gives a database), sprig-core without std, fuzz targets build.
 test: lint
 	$(CARGO) test --workspace --all-targets
 	$(CARGO) test --workspace --doc
+	$(MAKE) nostd
 	$(MAKE) fuzz-build
 
 ## lint: formatting and clippy with warnings as errors.
 lint:
 	$(CARGO) fmt --all -- --check
+	$(CARGO) fmt $(NOSTD_MANIFEST) -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
+	$(CARGO) clippy $(NOSTD_CHECK) -- -D warnings
 
 fmt:
 	$(CARGO) fmt --all
@@ -23,6 +31,20 @@ build:
 ## demo: the README's main command.
 demo:
 	$(CARGO) run --release -p sprig-cli -- demo
+
+## nostd: sprig-core builds without std. crates/core/nostd-check is a #![no_std] static
+## library with its own panic handler on sprig-core without default features: any std in the
+## dependency graph fails its build (duplicate lang item). Then the same build with
+## sprig-core's `std` feature must fail that way, which shows the check can fail.
+nostd:
+	$(CARGO) build $(NOSTD_CHECK)
+	@if $(CARGO) build $(NOSTD_CHECK) --features sprig-core/std >target/nostd-check/with-std.log 2>&1; then \
+	  echo "nostd: the check built with std linked, so it cannot detect std"; exit 1; \
+	elif grep -q "duplicate lang item" target/nostd-check/with-std.log; then \
+	  echo "nostd: sprig-core builds without std (and the check fails when std is linked)"; \
+	else \
+	  cat target/nostd-check/with-std.log; echo "nostd: the build with std failed for another reason"; exit 1; \
+	fi
 
 ## fuzz-build: the cargo-fuzz targets compile (they run with `cargo fuzz run <target>`).
 fuzz-build:

@@ -84,6 +84,9 @@ pub struct RunResult {
     pub reads_digest: String,
     /// What `--check` compared, if it ran.
     pub checked: Option<String>,
+    /// The I/O backend the engine really used, where it says (e.g. "io_uring, direct I/O").
+    #[serde(default)]
+    pub io_backend: Option<String>,
 }
 
 /// The summary of a comparison.
@@ -235,10 +238,11 @@ pub fn describe(r: &RunResult) -> String {
     s
 }
 
-/// The engine's own counters per unit, in one sentence, where it keeps them.
+/// The engine's own counters per unit, in one sentence, where it keeps them, and the I/O
+/// backend it used.
 pub fn engine_detail(r: &RunResult) -> Option<String> {
     let pages = r.pages_written_per_unit?;
-    Some(format!(
+    let mut s = format!(
         "{}: {:.2} page versions written per {}, of them {:.2} by the cleaner; {:.0} bytes \
          written per {} by its own count",
         r.engine.name(),
@@ -247,7 +251,11 @@ pub fn engine_detail(r: &RunResult) -> Option<String> {
         r.cleaner_pages_per_unit.unwrap_or(0.0),
         r.engine_written_bytes_per_unit.unwrap_or(0.0),
         r.unit.trim_end_matches('s'),
-    ))
+    );
+    if let Some(io) = &r.io_backend {
+        let _ = write!(s, "; I/O backend: {io}");
+    }
+    Some(s)
 }
 
 /// The Markdown report of a single run.

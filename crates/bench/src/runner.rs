@@ -245,7 +245,8 @@ pub fn run(
     let mut generator = Generator::new(state, run_shape);
     let progress = bar(shape.batches, &format!("run {}", engine.name()), quiet);
 
-    let io_before = sys::proc_io();
+    // Zeros where /proc/self/io is unavailable (not Linux): the report then shows 0 reads.
+    let io_before = sys::proc_io().unwrap_or_default();
     let counters_before = db.counters();
     let mut batch_ms = Vec::with_capacity(shape.batches as usize);
     let mut read_total = Duration::ZERO;
@@ -309,8 +310,9 @@ pub fn run(
     db.flush()?;
     timed += t.elapsed();
     progress.finish();
-    let io_after = sys::proc_io();
+    let io_after = sys::proc_io().unwrap_or_default();
     let counters_after = db.counters();
+    let io_backend = db.io_backend();
     drop(db);
     let new_state = generator.state().clone();
     save_state(&layout, &new_state)?;
@@ -367,5 +369,6 @@ pub fn run(
                 shape.batches
             )
         }),
+        io_backend,
     })
 }

@@ -1,7 +1,8 @@
 //! What the benchmark reads from the operating system: this process's I/O counters
 //! (`/proc/self/io`) and peak RSS (`/proc/self/status`), the bytes a directory occupies on
 //! disk, and memory cgroups (v2 `memory.max`, or v1 `memory.limit_in_bytes`) that cap a child
-//! process's memory, page cache included. Linux only; elsewhere the figures read as absent.
+//! process's memory, page cache included. Linux only (the disk figure: unix); elsewhere the
+//! figures read as absent.
 
 use anyhow::{bail, Context, Result};
 use std::path::{Path, PathBuf};
@@ -15,27 +16,33 @@ pub struct ProcIo {
     pub write_bytes: u64,
 }
 
-/// Read `/proc/self/io` (zeros where it is unavailable).
-pub fn proc_io() -> ProcIo {
-    let text = std::fs::read_to_string("/proc/self/io").unwrap_or_default();
-    let mut io = ProcIo::default();
-    for line in text.lines() {
-        let mut parts = line.split(':');
-        let (Some(name), Some(value)) = (parts.next(), parts.next()) else {
-            continue;
-        };
-        let value = value.trim().parse().unwrap_or(0);
-        match name {
-            "read_bytes" => io.read_bytes = value,
-            "write_bytes" => io.write_bytes = value,
-            _ => {}
-        }
+/// Read `/proc/self/io`: `None` where it is unavailable (not Linux, or a kernel without task
+/// I/O accounting).
+pub fn proc_io() -> Option<ProcIo> {
+    if !cfg!(target_os = "linux") {
+        return None;
     }
-    io
+    parse_proc_io(&std::fs::read_to_string("/proc/self/io").ok()?)
 }
 
-/// The peak resident set size of this process in bytes (`VmHWM`), if known.
+/// The counters of a `/proc/<pid>/io` text; `None` unless both are there.
+fn parse_proc_io(text: &str) -> Option<ProcIo> {
+    let field = |name: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
+            .and_then(|v| v.trim().parse().ok())
+    };
+    Some(ProcIo {
+        read_bytes: field("read_bytes")?,
+        write_bytes: field("write_bytes")?,
+    })
+}
+
+/// The peak resident set size of this process in bytes (`VmHWM`), if known (Linux).
 pub fn peak_rss_bytes() -> Option<u64> {
+    if !cfg!(target_os = "linux") {
+        return None;
+    }
     let text = std::fs::read_to_string("/proc/self/status").ok()?;
     let line = text.lines().find(|l| l.starts_with("VmHWM:"))?;
     let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
@@ -44,7 +51,6 @@ pub fn peak_rss_bytes() -> Option<u64> {
 
 /// Bytes allocated on disk under `path` (like `du`; preallocated files count in full).
 pub fn disk_bytes(path: &Path) -> u64 {
-    use std::os::unix::fs::MetadataExt;
     let Ok(meta) = std::fs::symlink_metadata(path) else {
         return 0;
     };
@@ -58,7 +64,19 @@ pub fn disk_bytes(path: &Path) -> u64 {
             })
             .unwrap_or(0)
     } else {
-        meta.blocks() * 512
+        allocated_bytes(&meta)
+    }
+}
+
+/// The bytes a file occupies on disk: its 512-byte blocks on unix, its length elsewhere.
+fn allocated_bytes(meta: &std::fs::Metadata) -> u64 {
+    #[cfg(unix)]
+    {
+        std::os::unix::fs::MetadataExt::blocks(meta) * 512
+    }
+    #[cfg(not(unix))]
+    {
+        meta.len()
     }
 }
 
@@ -148,11 +166,67 @@ mod tests {
     use super::*;
 
     #[test]
-    fn own_counters_are_readable() {
-        assert!(peak_rss_bytes().unwrap_or(1) > 0);
+    fn proc_io_text_is_parsed_and_a_missing_counter_is_absent() {
+        let text = "rchar: 6976\nwchar: 10\nsyscr: 10\nsyscw: 1\nread_bytes: 8192\n\
+                    write_bytes: 4096\ncancelled_write_bytes: 512\n";
+        assert_eq!(
+            parse_proc_io(text),
+            Some(ProcIo {
+                read_bytes: 8192,
+                write_bytes: 4096
+            })
+        );
+        assert_eq!(parse_proc_io("rchar: 1\nread_bytes: 5\n"), None);
+        assert_eq!(parse_proc_io("read_bytes: x\nwrite_bytes: 1\n"), None);
+        // `cancelled_write_bytes` is not `write_bytes`.
+        assert_eq!(
+            parse_proc_io("read_bytes: 1\ncancelled_write_bytes: 2\n"),
+            None
+        );
+    }
+
+    /// The figures the benchmark reports are there on Linux, and absent elsewhere.
+    #[test]
+    fn proc_io_is_available_on_linux() {
+        assert_eq!(proc_io().is_some(), cfg!(target_os = "linux"));
+    }
+
+    #[test]
+    fn peak_rss_covers_memory_this_process_touched() {
+        const TOUCHED_BYTES: usize = 64 << 20;
+        let touched = std::hint::black_box(vec![1u8; TOUCHED_BYTES]);
+        let peak = peak_rss_bytes();
+        drop(touched);
+        if cfg!(target_os = "linux") {
+            let peak = peak.expect("VmHWM in /proc/self/status");
+            assert!(peak >= TOUCHED_BYTES as u64, "peak RSS {peak} bytes");
+        } else {
+            assert_eq!(peak, None);
+        }
+    }
+
+    #[test]
+    fn disk_bytes_counts_every_file_of_a_tree() {
+        const FILE_BYTES: usize = 64 << 10;
         let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join("f"), vec![1u8; 10_000]).unwrap();
-        assert!(disk_bytes(dir.path()) >= 8192);
-        let _ = proc_io();
+        std::fs::create_dir(dir.path().join("sub")).unwrap();
+        // Incompressible bytes, so that no file system stores them in fewer blocks.
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        let bytes: Vec<u8> = (0..FILE_BYTES)
+            .map(|_| {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                state as u8
+            })
+            .collect();
+        for name in ["a", "sub/b"] {
+            let path = dir.path().join(name);
+            std::fs::write(&path, &bytes).unwrap();
+            std::fs::File::open(&path).unwrap().sync_all().unwrap();
+        }
+        let total = disk_bytes(dir.path());
+        assert!(total >= 2 * FILE_BYTES as u64, "{total} bytes on disk");
+        assert_eq!(disk_bytes(&dir.path().join("missing")), 0);
     }
 }

@@ -60,7 +60,20 @@ fn every_workload_runs_and_matches_the_reference_model() {
         let result: serde_json::Value =
             serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
         assert!(result["units_per_sec"].as_f64().unwrap() > 0.0);
-        assert!(std::fs::read_to_string(&md).unwrap().contains("| sprig |"));
+        let markdown = std::fs::read_to_string(&md).unwrap();
+        assert!(markdown.contains("| sprig |"));
+        // The backend Sprig really used is in the result and the report.
+        let io = result["io_backend"]
+            .as_str()
+            .expect("io_backend in the result");
+        assert!(
+            io.starts_with("io_uring") || io.starts_with("posix"),
+            "{io}"
+        );
+        assert!(
+            markdown.contains(&format!("I/O backend: {io}")),
+            "{markdown}"
+        );
         // A second run continues the sequence; the model check refuses it by name.
         let again = Command::new(BIN)
             .args(["run", "--dir", dir, "--batches", "1", "--check", "--quiet"])

@@ -96,8 +96,11 @@ fn peak_rss_bytes() -> u64 {
     status_bytes("VmHWM:")
 }
 
-/// A size in kB from /proc/self/status, in bytes.
+/// A size in kB from /proc/self/status, in bytes (Linux; 0 elsewhere).
 fn status_bytes(field: &str) -> u64 {
+    if !cfg!(target_os = "linux") {
+        return 0;
+    }
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
     status
         .lines()

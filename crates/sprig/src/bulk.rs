@@ -440,7 +440,7 @@ where
         }
         buckets.push(&key, &value)?;
         seen += 1;
-        if seen % PROGRESS_EVERY == 0 {
+        if seen.is_multiple_of(PROGRESS_EVERY) {
             progress(BulkProgress {
                 phase: BulkPhase::Partition,
                 done: seen,

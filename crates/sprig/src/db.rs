@@ -106,6 +106,8 @@ pub(crate) struct Inner {
     pub options: Options,
     pub hasher: Hasher,
     pub storage: Arc<dyn Storage>,
+    /// What `storage` really is (see [`Db::io_backend`]).
+    pub io: io::IoBackendInfo,
     pub segments: Segments,
     pub cache: PageCache,
     pub counters: Counters,
@@ -156,8 +158,11 @@ impl Drop for Pin {
     }
 }
 
+/// Take the database directory's lock: an exclusive lock on its `LOCK` file
+/// ([`std::fs::File::try_lock`]: `flock` on unix, `LockFileEx` on Windows), held for as long
+/// as the returned file is open. Another open of the directory, by this process or another,
+/// gets [`Error::Locked`].
 fn lock_directory(path: &Path) -> Result<std::fs::File> {
-    use std::os::fd::AsRawFd;
     let lock_path = path.join("LOCK");
     let file = std::fs::OpenOptions::new()
         .create(true)
@@ -165,12 +170,13 @@ fn lock_directory(path: &Path) -> Result<std::fs::File> {
         .write(true)
         .open(&lock_path)
         .map_err(|e| Error::io("opening", lock_path.display().to_string(), e))?;
-    // SAFETY: flock on a file descriptor we own; no memory is involved.
-    let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
-    if rc != 0 {
-        return Err(Error::Locked(path.to_path_buf()));
+    match file.try_lock() {
+        Ok(()) => Ok(file),
+        Err(std::fs::TryLockError::WouldBlock) => Err(Error::Locked(path.to_path_buf())),
+        Err(std::fs::TryLockError::Error(e)) => {
+            Err(Error::io("locking", lock_path.display().to_string(), e))
+        }
     }
-    Ok(file)
 }
 
 /// How many times a read-only open starts over when a writer in another process changed the
@@ -184,18 +190,20 @@ impl Db {
         let path = path.as_ref();
         let has_manifest = path.join(MANIFEST_FILE).exists();
         if !has_manifest && !options.create_if_missing {
-            let storage = io::open_directory_read_only(path, options.io_backend, false)
-                .map_err(|e| Error::io("opening", path.display().to_string(), e))?;
+            if !path.is_dir() {
+                return Err(Error::NotFound(path.to_path_buf()));
+            }
+            let (storage, _) = io::open_directory_read_only(path, options.io_backend, false)?;
             return Err(missing_manifest(storage.as_ref())?
                 .unwrap_or_else(|| Error::NotFound(path.to_path_buf())));
         }
         std::fs::create_dir_all(path)
             .map_err(|e| Error::io("creating", path.display().to_string(), e))?;
         let lock = lock_directory(path)?;
-        let storage = io::open_directory(path, options.io_backend, options.direct_io)
-            .map_err(|e| Error::io("opening", path.display().to_string(), e))?;
+        let (storage, io) = io::open_directory(path, options.io_backend, options.direct_io)?;
         Db::open_inner(
             storage,
+            io,
             options,
             Some(path.to_path_buf()),
             Some(lock),
@@ -218,24 +226,25 @@ impl Db {
             if !path.is_dir() {
                 return Err(Error::NotFound(path.to_path_buf()));
             }
-            let storage = io::open_directory_read_only(path, options.io_backend, false)
-                .map_err(|e| Error::io("opening", path.display().to_string(), e))?;
+            let (storage, _) = io::open_directory_read_only(path, options.io_backend, false)?;
             return Err(missing_manifest(storage.as_ref())?
                 .unwrap_or_else(|| Error::NotFound(path.to_path_buf())));
         }
-        let storage = io::open_directory_read_only(path, options.io_backend, options.direct_io)
-            .map_err(|e| Error::io("opening", path.display().to_string(), e))?;
-        Db::open_read_only_inner(storage, options, Some(path.to_path_buf()))
+        let (storage, io) =
+            io::open_directory_read_only(path, options.io_backend, options.direct_io)?;
+        Db::open_read_only_inner(storage, io, options, Some(path.to_path_buf()))
     }
 
     /// [`Db::open_read_only`] on any storage backend.
     pub fn open_with_storage_read_only(storage: Arc<dyn Storage>, options: Options) -> Result<Db> {
         options.validate()?;
-        Db::open_read_only_inner(storage, options, None)
+        let io = io::IoBackendInfo::of(storage.as_ref());
+        Db::open_read_only_inner(storage, io, options, None)
     }
 
     fn open_read_only_inner(
         storage: Arc<dyn Storage>,
+        io: io::IoBackendInfo,
         options: Options,
         path: Option<PathBuf>,
     ) -> Result<Db> {
@@ -247,6 +256,7 @@ impl Db {
         loop {
             match Db::open_inner(
                 storage.clone(),
+                io.clone(),
                 options.clone(),
                 path.clone(),
                 None,
@@ -284,11 +294,13 @@ impl Db {
     /// Open a database on any storage backend (for tests, fault injection and simulation).
     pub fn open_with_storage(storage: Arc<dyn Storage>, options: Options) -> Result<Db> {
         options.validate()?;
-        Db::open_inner(storage, options, None, None, Access::ReadWrite)
+        let io = io::IoBackendInfo::of(storage.as_ref());
+        Db::open_inner(storage, io, options, None, None, Access::ReadWrite)
     }
 
     fn open_inner(
         storage: Arc<dyn Storage>,
+        io: io::IoBackendInfo,
         options: Options,
         path: Option<PathBuf>,
         lock: Option<std::fs::File>,
@@ -365,6 +377,7 @@ impl Db {
             recovery: recovered.report,
             options,
             storage,
+            io,
             _lock: lock,
         };
         let db = Db {
@@ -412,6 +425,13 @@ impl Db {
     /// The options the database was opened with.
     pub fn options(&self) -> &Options {
         &self.inner.options
+    }
+
+    /// The I/O backend in use, which may not be the one the options asked for: where the
+    /// kernel refuses io_uring, [`crate::IoBackend::IoUring`] runs on posix and this says
+    /// why; where the file system refuses `O_DIRECT`, I/O is buffered and this says why.
+    pub fn io_backend(&self) -> &io::IoBackendInfo {
+        &self.inner.io
     }
 
     /// A read view of the latest committed version.
@@ -475,6 +495,7 @@ impl Db {
         s.overlay_bytes = self.inner.overlay_memory.bytes();
         s.overlays = self.inner.overlay_memory.count();
         s.retained_versions = self.inner.retained.lock().len() as u64;
+        s.io_backend = self.inner.io.clone();
         let w = self.inner.writer.lock();
         s.disk_bytes = w.table.used_blocks() * io::BLOCK_BYTES as u64;
         s.live_bytes = w.table.live_blocks() * io::BLOCK_BYTES as u64;

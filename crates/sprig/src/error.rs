@@ -71,6 +71,15 @@ pub enum Error {
     /// Another process (or handle) has the database open.
     #[error("the database at {0} is locked by another process")]
     Locked(PathBuf),
+    /// io_uring was required ([`crate::IoBackend::IoUringRequired`]) and is not available:
+    /// the kernel refused it (a seccomp filter, `kernel.io_uring_disabled`, an old kernel), or
+    /// this is not Linux.
+    #[error("io_uring is required but unavailable: {source}")]
+    IoUringUnavailable {
+        /// The kernel's refusal.
+        #[source]
+        source: std::io::Error,
+    },
     /// The database was opened read-only and a write was asked for.
     #[error("the database was opened read-only")]
     ReadOnly,

@@ -51,7 +51,7 @@ pub use commit::{CommitInfo, WriteBatch};
 pub use db::{Db, ReadView};
 pub use error::{Error, Result};
 pub use handle::Handle;
-pub use io::IoBackend;
+pub use io::{IoBackend, IoBackendInfo};
 pub use options::{Options, SyncPolicy};
 pub use overlay::Pending;
 pub use page::MAX_VALUE_BYTES;

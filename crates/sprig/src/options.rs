@@ -29,9 +29,12 @@ pub struct Options {
     pub create_if_missing: bool,
     /// Bytes of decoded pages kept in RAM. Default: 64 MiB. 0 turns the cache off.
     pub page_cache_bytes: u64,
-    /// How reads are issued. Default: io_uring (falls back to posix where refused).
+    /// How reads are issued. Default: [`IoBackend::IoUring`], which runs on posix where the
+    /// kernel refuses io_uring; [`crate::Db::io_backend`] says which is in use, and
+    /// [`IoBackend::IoUringRequired`] makes a refusal an error instead.
     pub io_backend: IoBackend,
-    /// Bypass the OS page cache for segment files (`O_DIRECT`). Default: true.
+    /// Bypass the OS page cache for segment files (`O_DIRECT`, Linux) where the file system
+    /// allows it; [`crate::Db::io_backend`] says whether it does. Default: true.
     pub direct_io: bool,
     /// When commits are synced. Default: [`SyncPolicy::Always`].
     pub sync: SyncPolicy,
@@ -87,7 +90,7 @@ impl Options {
         let block = BLOCK_BYTES as u64;
         if self.segment_bytes < MIN_SEGMENT_BYTES
             || self.segment_bytes > MAX_SEGMENT_BYTES
-            || self.segment_bytes % block != 0
+            || !self.segment_bytes.is_multiple_of(block)
         {
             return Err(Error::InvalidArgument(format!(
                 "segment_bytes must be a multiple of {block} between {MIN_SEGMENT_BYTES} and {MAX_SEGMENT_BYTES}, not {}",

@@ -1,6 +1,6 @@
 //! Counters of what the engine does: SSD page reads by kind of operation, bytes moved, page
 //! splits and merges, cleaner copies, cache hits. Updated with relaxed atomics; read as a
-//! [`Stats`] snapshot.
+//! [`Stats`] snapshot, which also names the I/O backend in use.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -173,6 +173,8 @@ pub struct Stats {
     pub overlays: u64,
     /// Committed versions retained for historical reads and rollback.
     pub retained_versions: u64,
+    /// The I/O backend in use (see [`crate::Db::io_backend`]).
+    pub io_backend: crate::io::IoBackendInfo,
 }
 
 impl Stats {

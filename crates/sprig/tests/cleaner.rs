@@ -42,7 +42,7 @@ fn disk_use_stays_bounded_under_random_updates() {
                     .wrapping_mul(6364136223846793005)
                     .wrapping_add(1442695040888963407);
                 let k = keys[(state >> 33) as usize % keys.len()];
-                let v = if state % 1000 == 0 {
+                let v = if state.is_multiple_of(1000) {
                     vec![round as u8; 3000]
                 } else {
                     state.to_le_bytes().to_vec()

@@ -1,10 +1,11 @@
 //! Model-based tests: random sequences of reads, writes, commits, checkpoints and reopens
 //! against the reference model, comparing every value, the root, and the witness after every
-//! commit.
+//! commit. On the in-memory backend, and on the real file system with each I/O backend forced
+//! (posix with direct I/O on and off, io_uring required), asserting the backend in use.
 
 use proptest::prelude::*;
 use sprig::io::{MemoryStorage, Storage};
-use sprig::{Db, Hasher, KeyPath, Options};
+use sprig::{Db, Hasher, IoBackend, KeyPath, Options};
 use sprig_core::{ReferenceModel, ValueHash};
 use std::sync::Arc;
 
@@ -107,10 +108,80 @@ fn check_all(db: &Db, model: &ReferenceModel, keys: &[KeyPath]) {
     }
 }
 
+/// Where a run's database lives.
+#[derive(Debug, Clone, Copy)]
+enum Place {
+    /// The in-memory backend.
+    Memory,
+    /// A directory on the real file system, opened with this backend and direct I/O on or off.
+    Disk { backend: IoBackend, direct_io: bool },
+}
+
+/// A database that can be closed and opened again where it lives.
+struct Home {
+    options: Options,
+    storage: Arc<dyn Storage>,
+    disk: Option<(tempfile::TempDir, IoBackend, bool)>,
+}
+
+impl Home {
+    fn new(place: Place, options: Options) -> Home {
+        let disk = match place {
+            Place::Memory => None,
+            // In the build directory, not /tmp: tmpfs refused O_DIRECT before Linux 6.6.
+            Place::Disk { backend, direct_io } => Some((
+                tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap(),
+                backend,
+                direct_io,
+            )),
+        };
+        Home {
+            options,
+            storage: Arc::new(MemoryStorage::new()),
+            disk,
+        }
+    }
+
+    /// Open the database, and check it runs on the backend asked for.
+    fn open(&self) -> Db {
+        let Some((dir, backend, direct_io)) = &self.disk else {
+            let db = Db::open_with_storage(self.storage.clone(), self.options.clone()).unwrap();
+            assert_eq!(db.io_backend().name, "memory");
+            return db;
+        };
+        let options = Options {
+            io_backend: *backend,
+            direct_io: *direct_io,
+            ..self.options.clone()
+        };
+        let db = Db::open(dir.path(), options).unwrap();
+        let io = db.io_backend();
+        let name = match backend {
+            IoBackend::Posix => "posix",
+            IoBackend::IoUring | IoBackend::IoUringRequired => "io_uring",
+        };
+        assert_eq!(io.name, name, "backend in use: {io}");
+        assert_eq!(io.io_uring_refused, None, "backend in use: {io}");
+        // Direct I/O is Linux's O_DIRECT; elsewhere it is refused, and says so.
+        let direct = *direct_io && cfg!(target_os = "linux");
+        assert_eq!(io.direct_io, direct, "backend in use: {io}");
+        assert_eq!(
+            io.direct_io_refused.is_some(),
+            *direct_io && !direct,
+            "backend in use: {io}"
+        );
+        db
+    }
+}
+
 fn run(ops: Vec<Op>, hasher: Hasher, cache: u64, seed: u64) {
+    run_in(Place::Memory, ops, hasher, cache, seed);
+}
+
+fn run_in(place: Place, ops: Vec<Op>, hasher: Hasher, cache: u64, seed: u64) {
     let keys = key_pool(seed, 160);
-    let storage: Arc<dyn Storage> = Arc::new(MemoryStorage::new());
-    let mut db = Db::open_with_storage(storage.clone(), options(hasher, cache)).unwrap();
+    let home = Home::new(place, options(hasher, cache));
+    let mut db = home.open();
     let mut model = ReferenceModel::new(hasher);
     let mut batch = db.begin();
     let mut staged = model.clone();
@@ -171,7 +242,7 @@ fn run(ops: Vec<Op>, hasher: Hasher, cache: u64, seed: u64) {
             Op::Reopen => {
                 drop(batch);
                 drop(db);
-                db = Db::open_with_storage(storage.clone(), options(hasher, cache)).unwrap();
+                db = home.open();
                 check_all(&db, &model, &keys);
                 batch = db.begin();
                 staged = model.clone();
@@ -181,7 +252,7 @@ fn run(ops: Vec<Op>, hasher: Hasher, cache: u64, seed: u64) {
     }
     drop(batch);
     drop(db);
-    let db = Db::open_with_storage(storage, options(hasher, cache)).unwrap();
+    let db = home.open();
     check_all(&db, &model, &keys);
 }
 
@@ -196,5 +267,30 @@ proptest! {
     #[test]
     fn engine_matches_the_model_sha256_without_cache(ops in proptest::collection::vec(op_strategy(162), 1..300), seed in any::<u64>()) {
         run(ops, Hasher::Sha256, 0, seed);
+    }
+}
+
+// The same on disk, with the page cache off so that every page read reaches the backend.
+// Fewer cases: every commit is synced.
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 12, ..ProptestConfig::default() })]
+
+    #[test]
+    fn engine_matches_the_model_on_posix_with_direct_io(ops in proptest::collection::vec(op_strategy(162), 1..300), seed in any::<u64>()) {
+        let place = Place::Disk { backend: IoBackend::Posix, direct_io: true };
+        run_in(place, ops, Hasher::Blake3, 0, seed);
+    }
+
+    #[test]
+    fn engine_matches_the_model_on_posix_with_buffered_io(ops in proptest::collection::vec(op_strategy(162), 1..300), seed in any::<u64>()) {
+        let place = Place::Disk { backend: IoBackend::Posix, direct_io: false };
+        run_in(place, ops, Hasher::Keccak256, 0, seed);
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn engine_matches_the_model_on_io_uring(ops in proptest::collection::vec(op_strategy(162), 1..300), seed in any::<u64>()) {
+        let place = Place::Disk { backend: IoBackend::IoUringRequired, direct_io: true };
+        run_in(place, ops, Hasher::Blake3, 0, seed);
     }
 }

@@ -28,7 +28,7 @@ const KEYS: usize = 120;
 
 fn key(i: usize) -> KeyPath {
     let mut k = Hasher::Blake3.hash_value(&(i as u64).to_le_bytes());
-    if i % 4 == 0 {
+    if i.is_multiple_of(4) {
         k[..20].copy_from_slice(&[0x33; 20]);
     }
     k
@@ -402,7 +402,7 @@ fn a_pipeline_of_overlays_keeps_only_the_uncommitted_ones_alive() {
 
     let value = |step: usize| {
         // Every third value goes to the value log.
-        let len = if step % 3 == 0 { 5_000 } else { 24 };
+        let len = if step.is_multiple_of(3) { 5_000 } else { 24 };
         vec![step as u8; len]
     };
     let mut tip: Option<Pending> = None;

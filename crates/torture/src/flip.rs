@@ -261,8 +261,7 @@ fn live_regions(base: &Path, seq: u64) -> Result<LiveSpans, TortureError> {
     let db = Db::open(&scratch, single)?;
     db.checkpoint()?;
     drop(db);
-    let storage = sprig::io::open_directory(&scratch, IoBackend::Posix, false)
-        .map_err(|e| io("opening", &scratch, e))?;
+    let (storage, _) = sprig::io::open_directory(&scratch, IoBackend::Posix, false)?;
     let newest = storage
         .list()
         .map_err(|e| io("listing", &scratch, e))?

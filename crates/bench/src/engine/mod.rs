@@ -42,6 +42,10 @@ pub trait Engine {
     fn flush(&mut self) -> Result<()>;
     /// The engine's own I/O counters, if it keeps any.
     fn counters(&self) -> Option<EngineCounters>;
+    /// The I/O backend the engine really uses, where it says (Sprig: `Db::io_backend()`).
+    fn io_backend(&self) -> Option<String> {
+        None
+    }
 }
 
 /// Where an engine's database and the workload state live inside the benchmark directory.

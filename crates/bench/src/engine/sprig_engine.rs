@@ -169,6 +169,10 @@ impl Engine for SprigEngine {
         Ok(())
     }
 
+    fn io_backend(&self) -> Option<String> {
+        Some(self.db.io_backend().to_string())
+    }
+
     fn counters(&self) -> Option<EngineCounters> {
         let s = self.db.stats();
         Some(EngineCounters {

@@ -69,8 +69,11 @@ fn clear(path: &Path) -> CliResult<()> {
     std::fs::remove_dir_all(path).map_err(|e| CliError::io("removing", shown, e))
 }
 
-/// Peak resident memory of this process, from /proc (Linux), in bytes.
+/// Peak resident memory of this process, from /proc (Linux; unknown elsewhere), in bytes.
 fn peak_rss_bytes() -> Option<u64> {
+    if !cfg!(target_os = "linux") {
+        return None;
+    }
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
     let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
     let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;

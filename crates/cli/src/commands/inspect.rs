@@ -54,6 +54,11 @@ pub fn figures(db: &Db) -> CliResult<serde_json::Value> {
         "ram_estimate_bytes": directory_ram + cache_ram,
         "directory_ram_estimate_bytes": directory_ram,
         "page_cache_bytes": cache_ram,
+        "io_backend": s.io_backend.name,
+        "io_uring_refused": s.io_backend.io_uring_refused,
+        "direct_io": s.io_backend.direct_io,
+        "direct_io_refused": s.io_backend.direct_io_refused,
+        "io": s.io_backend.to_string(),
         "tool_version": env!("CARGO_PKG_VERSION"),
     }))
 }
@@ -76,7 +81,8 @@ pub fn describe(f: &serde_json::Value) -> String {
          live data            {}\n\
          all files            {}\n\
          space amplification  {amp:.2}\n\
-         RAM estimate         {} (directory {}, page cache {})",
+         RAM estimate         {} (directory {}, page cache {})\n\
+         I/O backend          {}",
         grouped(n("entries")),
         grouped(n("pages")),
         n("seq"),
@@ -89,6 +95,7 @@ pub fn describe(f: &serde_json::Value) -> String {
         bytes(n("ram_estimate_bytes")),
         bytes(n("directory_ram_estimate_bytes")),
         bytes(n("page_cache_bytes")),
+        s("io"),
     )
 }
 

@@ -123,7 +123,7 @@ fn bulk(
         Ok(Some((key, Some(value)))) => {
             fed += 1;
             crash.record(fed);
-            if fed % PROGRESS_EVERY == 0 {
+            if fed.is_multiple_of(PROGRESS_EVERY) {
                 bar.set_position(fed);
             }
             Some(Ok((key, value)))
@@ -168,7 +168,7 @@ fn staged(
         }
         records += 1;
         crash.record(records);
-        if records % PROGRESS_EVERY == 0 {
+        if records.is_multiple_of(PROGRESS_EVERY) {
             bar.set_position(reader.bytes_read());
         }
     }
@@ -191,7 +191,7 @@ pub fn export(ctx: &Ctx, args: &ExportArgs) -> CliResult<Outcome> {
         let (key, value) = item?;
         writer.write(&key, &value)?;
         written += 1;
-        if written % PROGRESS_EVERY == 0 {
+        if written.is_multiple_of(PROGRESS_EVERY) {
             bar.set_position(written);
         }
     }

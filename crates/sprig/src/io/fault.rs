@@ -193,10 +193,21 @@ fn splitmix(state: &mut u64) -> u64 {
     z ^ (z >> 31)
 }
 
+/// The error a kernel returns for `kind`: the unix error code where there is one, the same
+/// error kind elsewhere.
 fn os_error(kind: FaultKind) -> io::Error {
     match kind {
+        #[cfg(unix)]
         FaultKind::Eio => io::Error::from_raw_os_error(libc::EIO),
+        #[cfg(not(unix))]
+        FaultKind::Eio => io::Error::other("injected EIO: input/output error"),
+        #[cfg(unix)]
         FaultKind::Enospc => io::Error::from_raw_os_error(libc::ENOSPC),
+        #[cfg(not(unix))]
+        FaultKind::Enospc => io::Error::new(
+            io::ErrorKind::StorageFull,
+            "injected ENOSPC: no space left on device",
+        ),
         FaultKind::ShortWrite => io::Error::new(
             io::ErrorKind::WriteZero,
             "injected short write: the device accepted only part of the data",
@@ -349,7 +360,7 @@ impl State {
                 match (mode, op) {
                     (CrashMode::DropUnsynced, _) => {}
                     (CrashMode::KeepRandomSubset, FileOp::SetLen(_)) => {
-                        if self.random() % 2 == 0 {
+                        if self.random().is_multiple_of(2) {
                             apply_op(&mut content, op);
                         }
                     }
@@ -359,7 +370,7 @@ impl State {
                             let this = piece_no;
                             piece_no += 1;
                             if mode == CrashMode::KeepRandomSubset {
-                                if self.random() % 2 == 0 {
+                                if self.random().is_multiple_of(2) {
                                     let _ = write_into(&mut content, at, piece);
                                 }
                             } else if torn == Some(this) {
@@ -426,7 +437,7 @@ impl State {
         };
         let cut = usize::try_from(cut).unwrap_or(0);
         let (head, tail) = piece.split_at(cut.min(piece.len()));
-        if self.random() % 2 == 0 {
+        if self.random().is_multiple_of(2) {
             let _ = write_into(content, at, head);
         } else {
             let _ = write_into(content, at + head.len() as u64, tail);
@@ -888,7 +899,7 @@ mod tests {
         });
         f.write_at(b"one", 0).unwrap();
         let e = f.write_at(b"two", 3).unwrap_err();
-        assert_eq!(e.raw_os_error(), Some(libc::ENOSPC));
+        assert_eq!(e.kind(), io::ErrorKind::StorageFull);
         f.write_at(b"three", 3).unwrap();
         let mut buf = [0u8; 3];
         assert!(f.read_at(&mut buf, 0).is_err());

@@ -5,6 +5,11 @@
 //! in-memory backend, fault injection and crash simulation can wrap any backend, and the fast
 //! path can use io_uring with many requests in flight. Backends never interpret bytes; they
 //! only move them. They must never panic on I/O failure: every failure is an `io::Error`.
+//!
+//! It also owns the choice of backend for a directory ([`open_directory`]) and the report of
+//! what was chosen ([`IoBackendInfo`]): a refusal of io_uring or of direct I/O is never
+//! silent. io_uring and `O_DIRECT` are Linux-only and gated so; everything else builds on any
+//! target with `std`.
 
 mod fault;
 mod memory;
@@ -119,8 +124,9 @@ pub trait StorageFile: Send + Sync {
     fn size(&self) -> io::Result<u64>;
     /// Truncate or extend the file to `len` bytes.
     fn set_len(&self, len: u64) -> io::Result<()>;
-    /// The OS file descriptor, for backends that submit I/O themselves.
-    fn raw_fd(&self) -> Option<i32> {
+    /// The OS file descriptor, for backends that submit I/O themselves (io_uring).
+    #[cfg(unix)]
+    fn raw_fd(&self) -> Option<std::os::fd::RawFd> {
         None
     }
 }
@@ -140,6 +146,10 @@ pub struct ReadRequest<'a> {
 pub trait Storage: Send + Sync {
     /// A short name of the backend, for stats and logs.
     fn kind(&self) -> &'static str;
+    /// Whether files opened with [`OpenOptions::direct`] bypass the OS page cache.
+    fn direct_io(&self) -> bool {
+        false
+    }
     /// Open (or create) the file `name` in the database directory.
     fn open(&self, name: &str, options: OpenOptions) -> io::Result<Arc<dyn StorageFile>>;
     /// Delete the file `name`.
@@ -160,14 +170,19 @@ pub trait Storage: Send + Sync {
     }
 }
 
-/// Which I/O backend a database uses.
+/// Which I/O backend a database asks for ([`crate::Options::io_backend`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum IoBackend {
-    /// io_uring with many requests in flight (Linux); falls back to [`IoBackend::Posix`] where
-    /// the kernel refuses io_uring.
+    /// io_uring with many requests in flight where the kernel allows it (Linux), otherwise
+    /// [`IoBackend::Posix`]. [`crate::Db::io_backend`] says which one is in use, and why
+    /// io_uring was refused.
     #[default]
     IoUring,
-    /// Plain positioned reads and writes, one at a time.
+    /// io_uring or nothing: opening fails with [`crate::Error::IoUringUnavailable`] where the
+    /// kernel refuses it (and off Linux). For tests and deployments that must not silently
+    /// run without it.
+    IoUringRequired,
+    /// Plain positioned reads and writes, one at a time (every platform).
     Posix,
 }
 
@@ -176,6 +191,7 @@ impl IoBackend {
     pub fn name(self) -> &'static str {
         match self {
             IoBackend::IoUring => "io_uring",
+            IoBackend::IoUringRequired => "io_uring-required",
             IoBackend::Posix => "posix",
         }
     }
@@ -184,40 +200,200 @@ impl IoBackend {
     pub fn from_name(name: &str) -> Option<IoBackend> {
         match name {
             "io_uring" | "io-uring" | "uring" => Some(IoBackend::IoUring),
+            "io_uring-required" | "io-uring-required" => Some(IoBackend::IoUringRequired),
             "posix" | "pread" => Some(IoBackend::Posix),
             _ => None,
         }
     }
 }
 
-/// Open the storage of a database directory on the real file system with the given backend.
+/// The I/O a database really does: which backend serves it, whether it bypasses the page
+/// cache, and why either differs from what the options asked for. See
+/// [`crate::Db::io_backend`]; [`crate::Stats::io_backend`] carries the same.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct IoBackendInfo {
+    /// The backend in use: `"io_uring"`, `"posix"`, `"memory"`, or the [`Storage::kind`] of
+    /// the storage given to [`crate::Db::open_with_storage`].
+    pub name: &'static str,
+    /// io_uring was asked for ([`IoBackend::IoUring`]) and refused: the kernel's error.
+    pub io_uring_refused: Option<String>,
+    /// Whether segment files bypass the OS page cache (`O_DIRECT`).
+    pub direct_io: bool,
+    /// Direct I/O was asked for ([`crate::Options::direct_io`]) and refused: why.
+    pub direct_io_refused: Option<String>,
+}
+
+impl IoBackendInfo {
+    /// What a storage handed to [`crate::Db::open_with_storage`] reports of itself.
+    pub fn of(storage: &dyn Storage) -> IoBackendInfo {
+        IoBackendInfo {
+            name: storage.kind(),
+            direct_io: storage.direct_io(),
+            ..IoBackendInfo::default()
+        }
+    }
+}
+
+impl std::fmt::Display for IoBackendInfo {
+    /// E.g. `io_uring, direct I/O` or
+    /// `posix (io_uring refused: ...), buffered I/O (direct I/O refused: ...)`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name)?;
+        if let Some(why) = &self.io_uring_refused {
+            write!(f, " (io_uring refused: {why})")?;
+        }
+        f.write_str(if self.direct_io {
+            ", direct I/O"
+        } else {
+            ", buffered I/O"
+        })?;
+        if let Some(why) = &self.direct_io_refused {
+            write!(f, " (direct I/O refused: {why})")?;
+        }
+        Ok(())
+    }
+}
+
+/// Open the storage of a database directory on the real file system with the given backend,
+/// and say what it really is: io_uring may be refused by the kernel (an error with
+/// [`IoBackend::IoUringRequired`], posix with the reason otherwise), direct I/O by the file
+/// system.
 pub fn open_directory(
     path: &std::path::Path,
     backend: IoBackend,
     direct: bool,
-) -> io::Result<Arc<dyn Storage>> {
-    with_backend(PosixStorage::open(path, direct)?, backend)
+) -> crate::Result<(Arc<dyn Storage>, IoBackendInfo)> {
+    let posix = PosixStorage::open(path, direct)
+        .map_err(|e| crate::Error::io("opening", path.display().to_string(), e))?;
+    with_backend(posix, backend)
 }
 
-/// Open the storage of an existing database directory for reading only: files are opened
+/// [`open_directory`] for an existing database directory, for reading only: files are opened
 /// without write access and nothing is created, renamed or removed (read-only media work).
 pub fn open_directory_read_only(
     path: &std::path::Path,
     backend: IoBackend,
     direct: bool,
-) -> io::Result<Arc<dyn Storage>> {
-    with_backend(PosixStorage::open_read_only(path, direct)?, backend)
+) -> crate::Result<(Arc<dyn Storage>, IoBackendInfo)> {
+    let posix = PosixStorage::open_read_only(path, direct)
+        .map_err(|e| crate::Error::io("opening", path.display().to_string(), e))?;
+    with_backend(posix, backend)
 }
 
-fn with_backend(posix: PosixStorage, backend: IoBackend) -> io::Result<Arc<dyn Storage>> {
+/// The storage `backend` asks for over `posix`, and what it really is.
+fn with_backend(
+    posix: PosixStorage,
+    backend: IoBackend,
+) -> crate::Result<(Arc<dyn Storage>, IoBackendInfo)> {
+    let direct_io_refused = posix.direct_io_refused().map(str::to_string);
+    let (storage, io_uring_refused) = select_backend(posix, backend, try_io_uring)?;
+    let info = IoBackendInfo {
+        io_uring_refused,
+        direct_io_refused,
+        ..IoBackendInfo::of(storage.as_ref())
+    };
+    Ok((storage, info))
+}
+
+/// io_uring over `posix`, or `posix` back with the kernel's refusal.
+#[cfg(target_os = "linux")]
+fn try_io_uring(posix: PosixStorage) -> Result<Arc<dyn Storage>, (PosixStorage, io::Error)> {
+    UringStorage::new(posix).map(|u| Arc::new(u) as Arc<dyn Storage>)
+}
+
+/// There is no io_uring off Linux.
+#[cfg(not(target_os = "linux"))]
+fn try_io_uring(posix: PosixStorage) -> Result<Arc<dyn Storage>, (PosixStorage, io::Error)> {
+    Err((
+        posix,
+        io::Error::new(io::ErrorKind::Unsupported, "io_uring exists on Linux only"),
+    ))
+}
+
+/// The storage `backend` asks for, built on `posix` (`try_io_uring` wraps it in io_uring or
+/// gives it back with the refusal), and the refusal if io_uring was asked for and is not used.
+fn select_backend(
+    posix: PosixStorage,
+    backend: IoBackend,
+    try_io_uring: impl FnOnce(PosixStorage) -> Result<Arc<dyn Storage>, (PosixStorage, io::Error)>,
+) -> crate::Result<(Arc<dyn Storage>, Option<String>)> {
     match backend {
-        IoBackend::Posix => Ok(Arc::new(posix)),
-        #[cfg(target_os = "linux")]
-        IoBackend::IoUring => match UringStorage::new(posix) {
-            Ok(u) => Ok(Arc::new(u)),
-            Err((posix, _refused)) => Ok(Arc::new(posix)),
+        IoBackend::Posix => Ok((Arc::new(posix), None)),
+        IoBackend::IoUring => match try_io_uring(posix) {
+            Ok(uring) => Ok((uring, None)),
+            Err((posix, refused)) => Ok((Arc::new(posix), Some(refused.to_string()))),
         },
-        #[cfg(not(target_os = "linux"))]
-        IoBackend::IoUring => Ok(Arc::new(posix)),
+        IoBackend::IoUringRequired => match try_io_uring(posix) {
+            Ok(uring) => Ok((uring, None)),
+            Err((_, source)) => Err(crate::Error::IoUringUnavailable { source }),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn refuse(posix: PosixStorage) -> Result<Arc<dyn Storage>, (PosixStorage, io::Error)> {
+        Err((posix, io::Error::from(io::ErrorKind::PermissionDenied)))
+    }
+
+    #[test]
+    fn a_refused_io_uring_falls_back_to_posix_with_the_reason_or_fails_if_required() {
+        let dir = tempfile::tempdir().unwrap();
+        let posix = || PosixStorage::open(dir.path(), false).unwrap();
+
+        let (storage, refused) = select_backend(posix(), IoBackend::IoUring, refuse).unwrap();
+        assert_eq!(storage.kind(), "posix");
+        let refused = refused.expect("the refusal is reported");
+        assert!(refused.contains("permission denied"), "{refused}");
+
+        match select_backend(posix(), IoBackend::IoUringRequired, refuse) {
+            Err(crate::Error::IoUringUnavailable { source }) => {
+                assert_eq!(source.kind(), io::ErrorKind::PermissionDenied)
+            }
+            Err(other) => panic!("wrong error: {other}"),
+            Ok((storage, _)) => panic!("opened {} although io_uring was refused", storage.kind()),
+        }
+
+        // Posix never asks the kernel for io_uring, so it has nothing to report.
+        let (storage, refused) = select_backend(posix(), IoBackend::Posix, |_| {
+            panic!("posix must not try io_uring")
+        })
+        .unwrap();
+        assert_eq!((storage.kind(), refused), ("posix", None));
+    }
+
+    #[test]
+    fn backend_names_round_trip() {
+        for b in [
+            IoBackend::IoUring,
+            IoBackend::IoUringRequired,
+            IoBackend::Posix,
+        ] {
+            assert_eq!(IoBackend::from_name(b.name()), Some(b));
+        }
+        assert_eq!(IoBackend::from_name("aio"), None);
+    }
+
+    #[test]
+    fn the_description_names_the_backend_and_every_refusal() {
+        let info = IoBackendInfo {
+            name: "posix",
+            io_uring_refused: Some("Operation not permitted (os error 1)".into()),
+            direct_io: false,
+            direct_io_refused: Some("the file system refuses O_DIRECT".into()),
+        };
+        assert_eq!(
+            info.to_string(),
+            "posix (io_uring refused: Operation not permitted (os error 1)), buffered I/O \
+             (direct I/O refused: the file system refuses O_DIRECT)"
+        );
+        let info = IoBackendInfo {
+            name: "io_uring",
+            direct_io: true,
+            ..IoBackendInfo::default()
+        };
+        assert_eq!(info.to_string(), "io_uring, direct I/O");
     }
 }

@@ -121,7 +121,7 @@ impl Header {
             && h.copy <= 1
             && h.kind <= KIND_ROTATE
             && h.flags & !KNOWN_FLAGS == 0
-            && h.offset % SECTOR_BYTES == 0;
+            && h.offset.is_multiple_of(SECTOR_BYTES);
         sane.then_some(h)
     }
 
@@ -351,7 +351,7 @@ impl Wal {
         let name = wal_file_name(id);
         let file = open_file(storage, &name, false)?;
         let len = file.size().map_err(|e| Error::io("reading", &name, e))?;
-        if start > len || start % SECTOR_BYTES != 0 {
+        if start > len || !start.is_multiple_of(SECTOR_BYTES) {
             return Err(Error::corruption(
                 &name,
                 len,
