@@ -127,6 +127,15 @@ fn a_read_only_open_of_nothing_is_not_found_and_creates_nothing() {
         Err(Error::NotFound(_))
     ));
     assert!(!path.exists());
+    let existing_only = Options {
+        create_if_missing: false,
+        ..options()
+    };
+    assert!(matches!(
+        Db::open(&path, existing_only),
+        Err(Error::NotFound(_))
+    ));
+    assert!(!path.exists());
     assert!(matches!(
         Db::open_read_only(dir.path(), options()),
         Err(Error::NotFound(_))
