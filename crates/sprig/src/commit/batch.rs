@@ -26,10 +26,17 @@ pub struct WriteBatch {
 }
 
 impl WriteBatch {
-    /// A batch on `base` (a committed version or an overlay).
+    /// A batch on `base` (a committed version or an overlay) that something already pins
+    /// (see [`Pin`]).
     pub(crate) fn on(inner: Arc<Inner>, base: Arc<Version>) -> WriteBatch {
+        let pin = Pin::new(&inner, base.committed_base_seq());
+        WriteBatch::pinned(inner, base, pin)
+    }
+
+    /// A batch on `base`, kept readable by `pin`.
+    pub(crate) fn pinned(inner: Arc<Inner>, base: Arc<Version>, pin: Pin) -> WriteBatch {
         WriteBatch {
-            pin: Pin::new(&inner, base.committed_base_seq()),
+            pin,
             inner,
             base,
             changes: BTreeMap::new(),
