@@ -221,6 +221,13 @@ impl Db {
             }
         };
         let recovered = recover(storage.as_ref(), &manifest, options.retained_versions)?;
+        if recovered.table.segment_blocks != manifest.segment_blocks {
+            return Err(Error::corruption(
+                crate::log::checkpoint::checkpoint_file_name(recovered.checkpoint_seq),
+                0,
+                "the checkpoint's segment size is not the manifest's",
+            ));
+        }
         let next_id = std::sync::atomic::AtomicU64::new(1);
         let mut snapshots = std::collections::VecDeque::new();
         let mut history: Vec<Arc<Version>> = Vec::new();
@@ -244,7 +251,7 @@ impl Db {
         let inner = Inner {
             path,
             hasher: manifest.hasher,
-            segments: Segments::new(storage.clone(), manifest.hasher),
+            segments: Segments::new(storage.clone(), manifest.hasher, manifest.segment_blocks),
             cache: PageCache::new(options.page_cache_bytes),
             counters: Counters::default(),
             head: RwLock::new(head.clone()),

@@ -71,6 +71,12 @@ pub enum Error {
     /// Another process (or handle) has the database open.
     #[error("the database at {0} is locked by another process")]
     Locked(PathBuf),
+    /// Every segment id has been used (ids are never reused): no segment can be added.
+    #[error("no segment id is left after {last}: the database cannot grow")]
+    SegmentIdsExhausted {
+        /// The newest segment id.
+        last: u32,
+    },
     /// The database was opened read-only and a write was asked for.
     #[error("the database was opened read-only")]
     ReadOnly,

@@ -71,10 +71,11 @@ impl Db {
             .iter()
             .filter(|(l, _)| !from.contains_key(l))
             .map(|(l, (key, len))| {
-                let blocks = u32::try_from(value_record_blocks(*len)).unwrap_or(u32::MAX);
-                (*l, blocks, *key)
+                let blocks = value_record_blocks(*len)
+                    .ok_or_else(|| Error::internal("a value longer than the limit in a page"))?;
+                Ok((*l, blocks, *key))
             })
-            .collect();
+            .collect::<Result<_>>()?;
 
         let next = head.seq + 1;
         let record = CommitRecord {

@@ -11,12 +11,12 @@ use crate::io::BlockBuf;
 use crate::log::checkpoint::Checkpoint;
 use crate::log::record::{apply_record, CommitRecord};
 use crate::log::segments::{
-    encode_value_record, loc_block, loc_offset, loc_segment, segment_file_name, value_record_blocks,
+    encode_value_record, loc_block, loc_offset, loc_segment, segment_file_name, value_blocks,
 };
 use crate::log::wal::{wal_file_name, Wal};
 use crate::options::SyncPolicy;
 use crate::overlay::Pending;
-use crate::page::{Page, MAX_VALUE_BYTES, UNWRITTEN};
+use crate::page::{Page, UNWRITTEN};
 use sprig_core::trie::KeyPath;
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
@@ -40,14 +40,6 @@ impl ValueLocs {
             .copied()
             .or_else(|| self.parent.as_ref().and_then(|p| p.written_value(key)))
     }
-}
-
-/// The blocks of a value record.
-fn value_blocks(value: &[u8]) -> Result<u32> {
-    u32::try_from(value_record_blocks(value.len() as u64)).map_err(|_| Error::ValueTooLarge {
-        len: value.len() as u64,
-        max: MAX_VALUE_BYTES as u64,
-    })
 }
 
 /// What a commit's page writes produce: each page as written (value pointers resolved), by
@@ -142,8 +134,8 @@ impl Inner {
                 + pending
                     .new_values
                     .values()
-                    .map(|v| value_record_blocks(v.len() as u64))
-                    .sum::<u64>();
+                    .map(|v| value_blocks(v).map(u64::from))
+                    .sum::<Result<u64>>()?;
             self.plan_relocation(
                 &w.table,
                 &head.dir,
@@ -286,7 +278,7 @@ impl Inner {
         key: &KeyPath,
         value: &[u8],
     ) -> Result<u64> {
-        let l = table.allocate(value_blocks(value)?);
+        let l = table.allocate(value_blocks(value)?)?;
         let hash = self.hasher.hash_value(value);
         writes.push(Write {
             loc: l,
@@ -375,7 +367,7 @@ impl Inner {
             None => page.clone(),
         };
         let checksum = crate::codec::checksum(&page.block().0);
-        let l = table.allocate(1);
+        let l = table.allocate(1)?;
         let mut buf = BlockBuf::default();
         buf.push(page.block());
         writes.push(Write {
