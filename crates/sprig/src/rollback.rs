@@ -90,6 +90,10 @@ impl Db {
         let payload = record
             .encode()
             .map_err(|e| Error::internal(e.to_string()))?;
+        // Pair assertion: what replay checks, checked before the record is written.
+        record
+            .check_bounds(w.table.segment_blocks)
+            .map_err(|e| Error::internal(format!("a rollback record replay would refuse: {e}")))?;
         let sync = inner.options.sync == SyncPolicy::Always;
         if let Err(e) = w.wal.append(next, &payload, sync) {
             w.poisoned = Some(e.to_string());

@@ -212,6 +212,10 @@ impl Inner {
         let payload = record
             .encode()
             .map_err(|e| Error::internal(e.to_string()))?;
+        // Pair assertion: what replay checks, checked before anything is written.
+        record
+            .check_bounds(w.table.segment_blocks)
+            .map_err(|e| Error::internal(format!("a commit record replay would refuse: {e}")))?;
 
         let sync = self.options.sync == SyncPolicy::Always;
         let data_bytes = match self.write_blocks(&writes, &new_segments, sync) {

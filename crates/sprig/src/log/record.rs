@@ -230,33 +230,36 @@ pub fn check_subtree_locs(node: &DirNode, segment_blocks: u32) -> Result<(), Str
     bad.map_or(Ok(()), Err)
 }
 
-/// Check everything `record` says about segments against the table it is applied to.
-fn check_record_bounds(record: &CommitRecord, table: &SegmentTable) -> Result<(), ApplyError> {
-    let blocks = table.segment_blocks;
-    for (_, subtree) in &record.regions {
-        check_subtree_locs(subtree, blocks).map_err(ApplyError::OutOfBounds)?;
-    }
-    let bad = |kind: &str, l: u64, what: &str| {
-        ApplyError::OutOfBounds(format!("{kind} at {}: {what}", describe(l)))
-    };
-    for (l, n, _) in &record.values_written {
-        check_value_extent(*l, *n, blocks).map_err(|what| bad("value record", *l, what))?;
-    }
-    for l in &record.values_freed {
-        check_loc(*l, blocks).map_err(|what| bad("freed value record", *l, what))?;
-    }
-    // Segments are filled in id order.
-    let mut after = None;
-    for (id, used) in &record.segment_heads {
-        let head = |what: &str| ApplyError::OutOfBounds(format!("segment {id} head: {what}"));
-        check_segment_id(*id).map_err(head)?;
-        check_used_blocks(*used, blocks).map_err(head)?;
-        if after.is_some_and(|a| *id <= a) {
-            return Err(head("segment heads out of order"));
+impl CommitRecord {
+    /// Check everything the record says about segments against segments of `segment_blocks`
+    /// blocks: what replay refuses, so a commit checks it before writing the record.
+    pub fn check_bounds(&self, segment_blocks: u32) -> Result<(), ApplyError> {
+        for (_, subtree) in &self.regions {
+            check_subtree_locs(subtree, segment_blocks).map_err(ApplyError::OutOfBounds)?;
         }
-        after = Some(*id);
+        let bad = |kind: &str, l: u64, what: &str| {
+            ApplyError::OutOfBounds(format!("{kind} at {}: {what}", describe(l)))
+        };
+        for (l, n, _) in &self.values_written {
+            check_value_extent(*l, *n, segment_blocks)
+                .map_err(|what| bad("value record", *l, what))?;
+        }
+        for l in &self.values_freed {
+            check_loc(*l, segment_blocks).map_err(|what| bad("freed value record", *l, what))?;
+        }
+        // Segments are filled in id order.
+        let mut after = None;
+        for (id, used) in &self.segment_heads {
+            let head = |what: &str| ApplyError::OutOfBounds(format!("segment {id} head: {what}"));
+            check_segment_id(*id).map_err(head)?;
+            check_used_blocks(*used, segment_blocks).map_err(head)?;
+            if after.is_some_and(|a| *id <= a) {
+                return Err(head("segment heads out of order"));
+            }
+            after = Some(*id);
+        }
+        Ok(())
     }
-    Ok(())
 }
 
 /// Apply a record to a directory and its segment accounting: the one transition shared by
@@ -266,7 +269,7 @@ pub fn apply_record(
     table: &mut SegmentTable,
     record: &CommitRecord,
 ) -> Result<Directory, ApplyError> {
-    check_record_bounds(record, table)?;
+    record.check_bounds(table.segment_blocks)?;
     let next = dir.replace(record.regions.clone())?;
     if next.root_node() != record.root {
         return Err(ApplyError::RootMismatch {
