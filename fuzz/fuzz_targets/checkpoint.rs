@@ -1,17 +1,28 @@
 //! Checkpoints: raw bytes either fail to decode with a corruption error or give a checkpoint
 //! that stores and loads back to the same root, sequence number and log position.
+//! Structure-aware: a checkpoint (checksum and all) with hostile values in its segment size,
+//! active segment, segment ids, fill levels, value-record extents and page locations either
+//! fails to load with a corruption error or holds only what fits the segment geometry, and
+//! allocating from its table is a location or an error, never an overflow.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
+use sprig::directory::{DirNode, Directory, PageLoc, PageRef};
 use sprig::io::MemoryStorage;
 use sprig::log::checkpoint::Checkpoint;
-use sprig_fuzz::{hasher, Choices};
+use sprig::log::record::for_each_disk_page;
+use sprig::log::segments::{
+    check_loc, check_segment_blocks, check_segment_id, check_used_blocks, check_value_extent, loc,
+    loc_segment, SegmentMeta, SegmentTable, MIN_SEGMENT_BLOCKS,
+};
+use sprig::prefix::Prefix;
+use sprig_fuzz::{
+    hasher, hostile_blocks, hostile_loc, hostile_segment, hostile_segment_blocks, key, Choices,
+};
+use std::sync::Arc;
 
-fuzz_target!(|data: &[u8]| {
-    let mut c = Choices::new(data);
-    let h = hasher(&mut c);
-    let raw = c.rest();
-    match Checkpoint::decode("fuzz.ckpt", raw, h) {
+fn raw(bytes: &[u8], h: sprig::Hasher) {
+    match Checkpoint::decode("fuzz.ckpt", bytes, h) {
         Err(e) => assert!(e.is_corruption(), "not a corruption error: {e}"),
         Ok(cp) => {
             let storage = MemoryStorage::new();
@@ -27,5 +38,90 @@ fuzz_target!(|data: &[u8]| {
             });
             assert!(same, "a checkpoint does not round-trip: {:?}", back.err());
         }
+    }
+}
+
+/// A checkpoint of two pages with hostile segment fields.
+fn hostile(c: &mut Choices<'_>, h: sprig::Hasher) {
+    let blocks = hostile_segment_blocks(c, MIN_SEGMENT_BLOCKS);
+    let mut table = SegmentTable::new(blocks);
+    table.active = hostile_segment(c, 1);
+    for i in 0..c.byte() % 3 {
+        let id = hostile_segment(c, u32::from(i) + 1);
+        let meta = SegmentMeta {
+            used_blocks: hostile_blocks(c, 10, blocks),
+            ..SegmentMeta::default()
+        };
+        table.segments.insert(id, meta);
+    }
+    for i in 0..c.byte() % 3 {
+        let l = hostile_loc(c, loc(1, 20 + u32::from(i)), blocks);
+        table
+            .values
+            .insert(l, (hostile_blocks(c, 1, blocks), key(i)));
+    }
+    let mut page = |fill: u8, at: u64| {
+        let mut node = [fill; 32];
+        node[0] = 0x80;
+        Arc::new(DirNode::Page(PageRef {
+            loc: PageLoc::Disk(hostile_loc(c, at, blocks)),
+            checksum: 1,
+            node,
+            count: 1,
+        }))
+    };
+    let (left, right) = (page(1, loc(1, 0)), page(2, loc(1, 1)));
+    let tree = Arc::new(DirNode::branch(h, left, right));
+    let Ok(dir) = Directory::empty(h).replace(vec![(Prefix::root(), tree)]) else {
+        panic!("two pages do not make a directory");
+    };
+    let cp = Checkpoint {
+        seq: 1,
+        wal_id: 1,
+        wal_offset: 0,
+        table,
+        dir,
+    };
+    let storage = MemoryStorage::new();
+    assert!(cp.store(&storage).is_ok(), "a checkpoint cannot be stored");
+    match Checkpoint::load(&storage, 1, h) {
+        Err(e) => assert!(e.is_corruption(), "not a corruption error: {e}"),
+        Ok(mut back) => {
+            let t = &back.table;
+            let sb = t.segment_blocks;
+            assert!(check_segment_blocks(sb).is_ok(), "segment size {sb} loaded");
+            assert!(
+                check_segment_id(t.active).is_ok(),
+                "active {} loaded",
+                t.active
+            );
+            for (id, m) in &t.segments {
+                assert!(check_segment_id(*id).is_ok(), "segment {id} loaded");
+                assert!(check_used_blocks(m.used_blocks, sb).is_ok(), "fill loaded");
+            }
+            for (l, (n, _)) in &t.values {
+                assert!(
+                    check_value_extent(*l, *n, sb).is_ok(),
+                    "value {l:#x} loaded"
+                );
+            }
+            for_each_disk_page(back.dir.tree(), &mut |l| {
+                assert!(check_loc(l, sb).is_ok(), "a page at {l:#x} loaded");
+            });
+            let n = hostile_blocks(c, 1, sb);
+            if let Ok(l) = back.table.allocate(n) {
+                assert!(check_segment_id(loc_segment(l)).is_ok(), "allocated {l:#x}");
+            }
+        }
+    }
+}
+
+fuzz_target!(|data: &[u8]| {
+    let mut c = Choices::new(data);
+    let h = hasher(&mut c);
+    if c.coin() {
+        hostile(&mut c, h);
+    } else {
+        raw(c.rest(), h);
     }
 });

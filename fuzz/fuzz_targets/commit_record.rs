@@ -1,14 +1,45 @@
 //! Commit records and the log around them: raw payloads either fail to decode or re-encode to
 //! a record that decodes the same, and applying one to a directory never panics; raw log files
-//! replay to records or errors, never a panic.
+//! replay to records or errors, never a panic. Structure-aware: a valid record with hostile
+//! values in its page locations, value-record extents, freed locations, segment ids and fill
+//! levels either is refused whole or leaves a segment table whose every location fits the
+//! segment geometry, and allocating from that table is a location or an error, never an
+//! overflow.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use sprig::directory::Directory;
-use sprig::log::record::{apply_record, CommitRecord};
-use sprig::log::segments::SegmentTable;
+use sprig::directory::{DirNode, Directory, PageLoc, PageRef};
+use sprig::log::record::{apply_record, for_each_disk_page, CommitRecord};
+use sprig::log::segments::{
+    check_loc, check_segment_id, check_value_extent, loc, loc_segment, SegmentTable,
+    MIN_SEGMENT_BLOCKS,
+};
 use sprig::log::wal::{wal_file_name, Wal};
-use sprig_fuzz::{hasher, memory_file, Choices};
+use sprig::prefix::Prefix;
+use sprig_fuzz::{hasher, hostile_blocks, hostile_loc, hostile_segment, key, memory_file, Choices};
+use std::sync::Arc;
+
+const SEGMENT_BLOCKS: u32 = MIN_SEGMENT_BLOCKS;
+
+/// After a record applied: every location the table and directory hold fits the geometry,
+/// and an allocation is a valid location or an error.
+fn check_applied(dir: &Directory, table: &mut SegmentTable, blocks: u32) {
+    for_each_disk_page(dir.tree(), &mut |l| {
+        assert!(
+            check_loc(l, SEGMENT_BLOCKS).is_ok(),
+            "a page at {l:#x} was applied"
+        );
+    });
+    for (l, (n, _)) in &table.values {
+        assert!(
+            check_value_extent(*l, *n, SEGMENT_BLOCKS).is_ok(),
+            "a value record at {l:#x} of {n} blocks was applied"
+        );
+    }
+    if let Ok(l) = table.allocate(blocks) {
+        assert!(check_segment_id(loc_segment(l)).is_ok(), "allocated {l:#x}");
+    }
+}
 
 fn exercise(payload: &[u8], h: sprig::Hasher) {
     let Ok(record) = CommitRecord::decode(payload, h) else {
@@ -23,13 +54,75 @@ fn exercise(payload: &[u8], h: sprig::Hasher) {
         Some(encoded),
         "a record does not round-trip"
     );
-    let mut table = SegmentTable::new(256);
-    let _ = apply_record(&Directory::empty(h), &mut table, &record);
+    let mut table = SegmentTable::new(SEGMENT_BLOCKS);
+    if let Ok(dir) = apply_record(&Directory::empty(h), &mut table, &record) {
+        check_applied(&dir, &mut table, 1);
+    }
+}
+
+/// A record of one commit on an empty database with hostile segment fields.
+fn hostile_record(c: &mut Choices<'_>, h: sprig::Hasher) {
+    let mut node = [3u8; 32];
+    node[0] = 0x80;
+    let page = PageRef {
+        loc: PageLoc::Disk(hostile_loc(c, loc(1, 5), SEGMENT_BLOCKS)),
+        checksum: 1,
+        node,
+        count: 1,
+    };
+    let regions = vec![(Prefix::root(), Arc::new(DirNode::Page(page)))];
+    let Ok(dir) = Directory::empty(h).replace(regions.clone()) else {
+        panic!("one page at the root does not make a directory");
+    };
+    let values_written = (0..c.byte() % 3)
+        .map(|i| {
+            let l = hostile_loc(c, loc(1, u32::from(i) * 2), SEGMENT_BLOCKS);
+            (l, hostile_blocks(c, 2, SEGMENT_BLOCKS), key(i))
+        })
+        .collect();
+    let values_freed = (0..c.byte() % 2)
+        .map(|_| hostile_loc(c, loc(1, 9), SEGMENT_BLOCKS))
+        .collect();
+    let segment_heads = (0..c.byte() % 3)
+        .map(|i| {
+            let id = hostile_segment(c, u32::from(i) + 1);
+            (id, hostile_blocks(c, 12, SEGMENT_BLOCKS))
+        })
+        .collect();
+    let record = CommitRecord {
+        seq: 1,
+        root: dir.root_node(),
+        entries: dir.len(),
+        regions,
+        values_written,
+        values_freed,
+        segment_heads,
+    };
+    let Ok(encoded) = record.encode() else {
+        panic!("a record of pages on disk does not encode");
+    };
+    exercise(&encoded, h);
+    let mut table = SegmentTable::new(SEGMENT_BLOCKS);
+    let before = (table.active, table.segments.clone(), table.values.clone());
+    match apply_record(&Directory::empty(h), &mut table, &record) {
+        Ok(dir) => {
+            let blocks = hostile_blocks(c, 1, SEGMENT_BLOCKS);
+            check_applied(&dir, &mut table, blocks);
+        }
+        Err(_) => assert!(
+            (table.active, table.segments.clone(), table.values.clone()) == before,
+            "a refused record was partly applied"
+        ),
+    }
 }
 
 fuzz_target!(|data: &[u8]| {
     let mut c = Choices::new(data);
     let h = hasher(&mut c);
+    if c.coin() {
+        hostile_record(&mut c, h);
+        return;
+    }
     let raw = c.rest();
     exercise(raw, h);
     let storage = memory_file(&wal_file_name(1), raw);

@@ -1,8 +1,16 @@
 //! Helpers shared by Sprig's fuzz targets: a cursor that turns fuzz bytes into choices, a small
-//! reference model built from them, and byte mutations of valid encodings. Nothing here may
-//! panic on any input: a panic is what the fuzzers look for in the code under test.
+//! reference model built from them, byte mutations of valid encodings, and the hostile values
+//! structure-aware targets write into the length, location and segment-id fields of valid
+//! pages, value records, commit records and checkpoints. Nothing here may panic on any input: a
+//! panic is what the fuzzers look for in the code under test.
 
 use sprig::io::{MemoryStorage, OpenOptions, Storage};
+use sprig::log::segments::{
+    loc, loc_block, loc_segment, MAX_SEGMENT_BLOCKS, MAX_SEGMENT_ID, MAX_VALUE_RECORD_BLOCKS,
+    MIN_SEGMENT_BLOCKS,
+};
+use sprig::page::{MAX_INLINE_VALUE_BYTES, PAGE_HEADER_BYTES};
+use sprig::MAX_VALUE_BYTES;
 use sprig_core::{Hasher, KeyPath, ReferenceModel, ValueHash};
 
 /// Choices drawn from fuzz input; when the input runs out, every choice is zero.
@@ -35,6 +43,21 @@ impl<'a> Choices<'a> {
     /// A little-endian `u16`.
     pub fn u16(&mut self) -> u16 {
         u16::from_le_bytes([self.byte(), self.byte()])
+    }
+
+    /// A yes or no.
+    pub fn coin(&mut self) -> bool {
+        self.byte() & 1 == 1
+    }
+
+    /// A little-endian `u32`.
+    pub fn u32(&mut self) -> u32 {
+        u32::from_le_bytes([self.byte(), self.byte(), self.byte(), self.byte()])
+    }
+
+    /// A little-endian `u64`.
+    pub fn u64(&mut self) -> u64 {
+        u64::from(self.u32()) | (u64::from(self.u32()) << 32)
     }
 
     /// A number below `n` (0 when `n` is 0).
@@ -165,4 +188,114 @@ pub fn memory_file(name: &str, bytes: &[u8]) -> MemoryStorage {
         .and_then(|f| f.write_at(bytes, 0));
     assert!(written.is_ok(), "memory storage refused a write");
     storage
+}
+
+/// A segment id for a field read from disk: `valid`, or one of the edges a bounds check must
+/// get right, or any.
+pub fn hostile_segment(c: &mut Choices<'_>, valid: u32) -> u32 {
+    match c.byte() % 8 {
+        0 | 1 => valid,
+        2 => 0,
+        3 => u32::MAX,
+        4 => MAX_SEGMENT_ID,
+        5 => valid.wrapping_add(1),
+        6 => MAX_SEGMENT_ID - 1,
+        _ => c.u32(),
+    }
+}
+
+/// A block index or a count of blocks for a field read from disk, in segments of
+/// `segment_blocks` blocks.
+pub fn hostile_blocks(c: &mut Choices<'_>, valid: u32, segment_blocks: u32) -> u32 {
+    match c.byte() % 10 {
+        0 | 1 => valid,
+        2 => 0,
+        3 => segment_blocks.wrapping_sub(1),
+        4 => segment_blocks,
+        5 => MAX_SEGMENT_BLOCKS,
+        6 => MAX_VALUE_RECORD_BLOCKS,
+        7 => MAX_VALUE_RECORD_BLOCKS.wrapping_add(1),
+        8 => u32::MAX,
+        _ => c.u32(),
+    }
+}
+
+/// A location for a field read from disk, in segments of `segment_blocks` blocks.
+pub fn hostile_loc(c: &mut Choices<'_>, valid: u64, segment_blocks: u32) -> u64 {
+    match c.byte() % 8 {
+        0 => valid,
+        // The never-written sentinel of in-memory pages.
+        1 => u64::MAX,
+        2 => c.u64(),
+        _ => loc(
+            hostile_segment(c, loc_segment(valid)),
+            hostile_blocks(c, loc_block(valid), segment_blocks),
+        ),
+    }
+}
+
+/// A value length for a field read from disk: `valid`, the edges of the inline and value-log
+/// ranges, or any.
+pub fn hostile_len(c: &mut Choices<'_>, valid: u64) -> u64 {
+    let max = MAX_VALUE_BYTES as u64;
+    let inline = MAX_INLINE_VALUE_BYTES as u64;
+    match c.byte() % 12 {
+        0 | 1 => valid,
+        2 => 0,
+        3 => inline,
+        4 => inline + 1,
+        5 => max,
+        6 => max + 1,
+        7 => u64::MAX,
+        8 => u64::MAX - 64,
+        9 => valid.wrapping_add(u64::from(c.u16())),
+        10 => valid.wrapping_sub(u64::from(c.byte())),
+        _ => c.u64(),
+    }
+}
+
+/// A segment size for a field read from disk.
+pub fn hostile_segment_blocks(c: &mut Choices<'_>, valid: u32) -> u32 {
+    match c.byte() % 6 {
+        0 | 1 => valid,
+        2 => 0,
+        3 => MIN_SEGMENT_BLOCKS - 1,
+        4 => MAX_SEGMENT_BLOCKS + 1,
+        _ => c.u32(),
+    }
+}
+
+/// The byte offsets of the location and length fields of every value-log entry of a page
+/// (the layout of docs/DESIGN.md: after the header, each entry is its key, a kind byte, then
+/// an inline length and value or a location, length and hash). Stops at anything malformed.
+pub fn external_value_fields(page: &[u8]) -> Vec<(usize, usize)> {
+    let count = page
+        .get(48..50)
+        .map_or(0, |b| usize::from(u16::from_le_bytes([b[0], b[1]])));
+    let mut out = Vec::new();
+    let mut at = PAGE_HEADER_BYTES;
+    for _ in 0..count {
+        let kind_at = at + 32;
+        match page.get(kind_at) {
+            Some(0) => {
+                let Some(len) = page.get(kind_at + 1..kind_at + 3) else {
+                    break;
+                };
+                at = kind_at + 3 + usize::from(u16::from_le_bytes([len[0], len[1]]));
+            }
+            Some(1) => {
+                out.push((kind_at + 1, kind_at + 9));
+                at = kind_at + 1 + 8 + 8 + 32;
+            }
+            _ => break,
+        }
+    }
+    out
+}
+
+/// Write `v` little-endian at `at` in `bytes`, if it fits.
+pub fn put_u64_at(bytes: &mut [u8], at: usize, v: u64) {
+    if let Some(dst) = bytes.get_mut(at..at + 8) {
+        dst.copy_from_slice(&v.to_le_bytes());
+    }
 }

@@ -12,8 +12,8 @@ use crate::directory::{DirNode, Directory, PageLoc, PageRef};
 use crate::error::{Error, Result};
 use crate::io::{BlockBuf, OpenOptions, StorageFile};
 use crate::log::segments::{
-    encode_value_record, loc_block, loc_offset, loc_segment, segment_file_name,
-    value_record_blocks, SegmentTable,
+    encode_value_record, loc_block, loc_offset, loc_segment, segment_file_name, value_blocks,
+    SegmentTable,
 };
 use crate::page::{
     ExternalValue, Layout, Page, ValueRef, MAX_INLINE_VALUE_BYTES, MAX_VALUE_BYTES,
@@ -327,7 +327,7 @@ impl Output<'_> {
     fn write(&mut self, blocks: &BlockBuf) -> Result<u64> {
         let n = u32::try_from(blocks.block_count())
             .map_err(|_| Error::internal("a record of more than 2^32 blocks"))?;
-        let l = self.table.allocate(n);
+        let l = self.table.allocate(n)?;
         let extends = self.run.as_ref().is_some_and(|(start, buf)| {
             loc_segment(*start) == loc_segment(l)
                 && u64::from(loc_block(*start)) + buf.block_count() as u64
@@ -364,12 +364,7 @@ impl Output<'_> {
         for (key, value) in &built.big_values {
             let rec = encode_value_record(key, value, &hasher.hash_value(value));
             let l = self.write(&rec)?;
-            let blocks = u32::try_from(value_record_blocks(value.len() as u64)).map_err(|_| {
-                Error::ValueTooLarge {
-                    len: value.len() as u64,
-                    max: MAX_VALUE_BYTES as u64,
-                }
-            })?;
+            let blocks = value_blocks(value)?;
             self.table.value_written(l, blocks, *key);
             locs.insert(*key, l);
             self.values += 1;

@@ -131,6 +131,11 @@ pub struct Db {
 }
 
 /// Keeps a version's pages from being deleted while something reads it.
+///
+/// A pin must be registered while the version cannot lose its last protection: a version
+/// read from the head or the retained list is pinned under that lock
+/// ([`Inner::pinned_head`], [`Inner::pinned_version`]); [`Pin::new`] alone is for versions
+/// something already pins (an overlay, a view, a batch).
 pub(crate) struct Pin {
     inner: Arc<Inner>,
     seq: u64,
@@ -334,6 +339,13 @@ impl Db {
             options.retained_versions,
             access,
         )?;
+        if recovered.table.segment_blocks != manifest.segment_blocks {
+            return Err(Error::corruption(
+                crate::log::checkpoint::checkpoint_file_name(recovered.checkpoint_seq),
+                0,
+                "the checkpoint's segment size is not the manifest's",
+            ));
+        }
         let next_id = std::sync::atomic::AtomicU64::new(1);
         let mut snapshots = std::collections::VecDeque::new();
         let mut history: Vec<Arc<Version>> = Vec::new();
@@ -357,7 +369,7 @@ impl Db {
         let inner = Inner {
             path,
             hasher: manifest.hasher,
-            segments: Segments::new(storage.clone(), manifest.hasher),
+            segments: Segments::new(storage.clone(), manifest.hasher, manifest.segment_blocks),
             cache: PageCache::new(options.page_cache_bytes),
             counters: Counters::default(),
             head: RwLock::new(head.clone()),
@@ -436,13 +448,14 @@ impl Db {
 
     /// A read view of the latest committed version.
     pub fn view(&self) -> ReadView {
-        ReadView::of(&self.inner, self.inner.head())
+        let (version, pin) = self.inner.pinned_head();
+        ReadView::pinned(&self.inner, version, pin)
     }
 
     /// A read view of a retained committed version (see `Options::retained_versions`).
     pub fn view_at(&self, seq: u64) -> Result<ReadView> {
-        let version = self.inner.retained_version(seq)?;
-        Ok(ReadView::of(&self.inner, version))
+        let (version, pin) = self.inner.pinned_version(seq)?;
+        Ok(ReadView::pinned(&self.inner, version, pin))
     }
 
     /// The retained committed versions, oldest first, as (sequence number, root).
@@ -628,21 +641,30 @@ impl Inner {
 
     /// A retained committed version.
     pub fn retained_version(&self, seq: u64) -> Result<Arc<Version>> {
+        find_retained(&self.retained.lock(), seq)
+    }
+
+    /// The latest committed version, pinned. The head is read and the pin registered under the
+    /// head's lock; a commit publishes its new head under that lock before it deletes segments
+    /// the old head needed ([`Inner::oldest_pinned`] is read after), so either that commit
+    /// sees this pin or this reads the head it published.
+    pub fn pinned_head(self: &Arc<Self>) -> (Arc<Version>, Pin) {
+        let head = self.head.read();
+        // Pause point (feature `failpoints`): inside the window a commit must not get into.
+        pausepoint!("view.pinning");
+        let pin = Pin::new(self, head.committed_base_seq());
+        (head.clone(), pin)
+    }
+
+    /// A retained committed version, pinned under the lock of the retained list (a commit
+    /// drops a version from the list before it can delete the segments only it needed).
+    pub fn pinned_version(self: &Arc<Self>, seq: u64) -> Result<(Arc<Version>, Pin)> {
         let retained = self.retained.lock();
-        retained
-            .iter()
-            .find(|v| v.seq == seq)
-            .cloned()
-            .ok_or_else(|| {
-                let range = match (retained.front(), retained.back()) {
-                    (Some(a), Some(b)) => format!("{} to {}", a.seq, b.seq),
-                    _ => "none".into(),
-                };
-                Error::NotRetained {
-                    seq,
-                    retained: range,
-                }
-            })
+        let version = find_retained(&retained, seq)?;
+        // Pause point (feature `failpoints`): inside the window a commit must not get into.
+        pausepoint!("view.pinning");
+        let pin = Pin::new(self, version.committed_base_seq());
+        Ok((version, pin))
     }
 
     /// A fresh version id.
@@ -781,6 +803,27 @@ impl Inner {
     }
 }
 
+/// The retained version `seq`, or the error naming the retained range.
+fn find_retained(
+    retained: &std::collections::VecDeque<Arc<Version>>,
+    seq: u64,
+) -> Result<Arc<Version>> {
+    retained
+        .iter()
+        .find(|v| v.seq == seq)
+        .cloned()
+        .ok_or_else(|| {
+            let range = match (retained.front(), retained.back()) {
+                (Some(a), Some(b)) => format!("{} to {}", a.seq, b.seq),
+                _ => "none".into(),
+            };
+            Error::NotRetained {
+                seq,
+                retained: range,
+            }
+        })
+}
+
 /// A consistent, read-only view of one committed version. Commits that happen after the view
 /// was taken never change what it sees.
 pub struct ReadView {
@@ -797,10 +840,17 @@ fn sorted_distinct(keys: &[KeyPath]) -> Vec<KeyPath> {
 }
 
 impl ReadView {
-    /// A view of `version`, pinning the committed version it rests on.
+    /// A view of `version`, pinning the committed version it rests on; for a version that
+    /// something already pins (see [`Pin`]).
     pub(crate) fn of(inner: &Arc<Inner>, version: Arc<Version>) -> ReadView {
+        let pin = Pin::new(inner, version.committed_base_seq());
+        ReadView::pinned(inner, version, pin)
+    }
+
+    /// A view of `version`, kept readable by `pin`.
+    pub(crate) fn pinned(inner: &Arc<Inner>, version: Arc<Version>, pin: Pin) -> ReadView {
         ReadView {
-            _pin: Pin::new(inner, version.committed_base_seq()),
+            _pin: pin,
             inner: inner.clone(),
             version,
         }

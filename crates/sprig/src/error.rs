@@ -80,6 +80,12 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
+    /// Every segment id has been used (ids are never reused): no segment can be added.
+    #[error("no segment id is left after {last}: the database cannot grow")]
+    SegmentIdsExhausted {
+        /// The newest segment id.
+        last: u32,
+    },
     /// The database was opened read-only and a write was asked for.
     #[error("the database was opened read-only")]
     ReadOnly,

@@ -9,6 +9,10 @@
 //! kill at that moment would. A failpoint armed with [`arm_error`] instead makes the function
 //! holding the hook fail with [`crate::Error::Internal`] there (for in-process tests of what a
 //! failure at that step leaves behind).
+//!
+//! Pause points (`pausepoint!`, same feature) are the other kind of hook: places inside a
+//! race window where a test can make one thread of its own sleep ([`pause_here`]), so that a
+//! race the window allows shows up reliably. A pause only delays the thread that asked for it.
 
 /// Abort the process (or fail the enclosing function) here if the failpoint of this name is
 /// armed and its count is reached.
@@ -22,6 +26,20 @@ macro_rules! failpoint {
 /// Without the `failpoints` feature a hook is nothing.
 #[cfg(not(feature = "failpoints"))]
 macro_rules! failpoint {
+    ($name:expr) => {};
+}
+
+/// Sleep here if this thread asked to be paused at the pause point of this name.
+#[cfg(feature = "failpoints")]
+macro_rules! pausepoint {
+    ($name:expr) => {
+        $crate::failpoint::pause_point($name)
+    };
+}
+
+/// Without the `failpoints` feature a pause point is nothing.
+#[cfg(not(feature = "failpoints"))]
+macro_rules! pausepoint {
     ($name:expr) => {};
 }
 
@@ -62,6 +80,43 @@ mod armed {
         "cleaner.deleting_segment",
     ];
 
+    /// Every pause point.
+    pub const PAUSE_POINTS: &[&str] = &[
+        // A view or batch of the latest version: the head read, its pin not yet registered.
+        "view.pinning",
+    ];
+
+    std::thread_local! {
+        static PAUSES: std::cell::RefCell<Vec<(&'static str, std::time::Duration)>> =
+            const { std::cell::RefCell::new(Vec::new()) };
+    }
+
+    /// From now on the calling thread sleeps `pause` each time it reaches the pause point
+    /// `name` (a zero pause removes it). Other threads are not affected.
+    pub fn pause_here(name: &str, pause: std::time::Duration) -> Result<(), FailpointError> {
+        let name = PAUSE_POINTS
+            .iter()
+            .copied()
+            .find(|p| *p == name)
+            .ok_or_else(|| FailpointError::UnknownPausePoint(name.to_string()))?;
+        PAUSES.with(|p| {
+            let mut p = p.borrow_mut();
+            p.retain(|(n, _)| *n != name);
+            if !pause.is_zero() {
+                p.push((name, pause));
+            }
+        });
+        Ok(())
+    }
+
+    /// A pause point: sleep if this thread asked to be paused here.
+    pub fn pause_point(name: &'static str) {
+        let pause = PAUSES.with(|p| p.borrow().iter().find(|(n, _)| *n == name).map(|(_, d)| *d));
+        if let Some(d) = pause {
+            std::thread::sleep(d);
+        }
+    }
+
     struct Armed {
         name: String,
         remaining: u64,
@@ -80,6 +135,9 @@ mod armed {
         /// No failpoint has this name.
         #[error("no failpoint is named {0:?}; known: {known}", known = FAILPOINTS.join(", "))]
         Unknown(String),
+        /// No pause point has this name.
+        #[error("no pause point is named {0:?}; known: {known}", known = PAUSE_POINTS.join(", "))]
+        UnknownPausePoint(String),
         /// The count is not a positive integer.
         #[error("failpoint count {0:?} is not a positive integer")]
         BadCount(String),
@@ -209,6 +267,16 @@ mod armed {
             assert!(hit("commit.pages_written").is_ok());
             assert!(matches!(arm("nope", 1), Err(FailpointError::Unknown(_))));
             disarm();
+            // Pauses are per thread and only at pause points.
+            assert!(matches!(
+                pause_here("commit.pages_written", std::time::Duration::from_millis(1)),
+                Err(FailpointError::UnknownPausePoint(_))
+            ));
+            pause_here("view.pinning", std::time::Duration::from_millis(1)).unwrap();
+            let started = std::time::Instant::now();
+            pause_point("view.pinning");
+            assert!(started.elapsed() >= std::time::Duration::from_millis(1));
+            pause_here("view.pinning", std::time::Duration::ZERO).unwrap();
         }
     }
 }

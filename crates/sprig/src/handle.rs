@@ -109,8 +109,8 @@ impl Handle {
         }
         let info = self.inner.commit(pending.clone(), CleanMode::Auto)?;
         // Rest on the committed version, if still retained, instead of the overlay's pages.
-        if let Ok(version) = self.inner.retained_version(info.seq) {
-            self.state = State::Committed(Arc::new(ReadView::of(&self.inner, version)));
+        if let Ok((version, pin)) = self.inner.pinned_version(info.seq) {
+            self.state = State::Committed(Arc::new(ReadView::pinned(&self.inner, version, pin)));
         }
         Ok(Some(info))
     }

@@ -21,7 +21,7 @@
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 #![deny(missing_docs)]
 
-// First: the `failpoint!` hook macro the modules below use.
+// First: the `failpoint!` and `pausepoint!` hook macros the modules below use.
 #[macro_use]
 pub mod failpoint;
 

@@ -67,13 +67,16 @@ impl Db {
             .iter()
             .filter(|(l, _)| !from.contains_key(l))
             .map(|(l, (key, len))| {
-                let blocks = u32::try_from(value_record_blocks(*len))
-                    .map_err(|_| Error::internal("a value record of more than 2^32 blocks"))?;
+                let blocks = value_record_blocks(*len)
+                    .ok_or_else(|| Error::internal("a value longer than the limit in a page"))?;
                 Ok((*l, blocks, *key))
             })
-            .collect::<Result<Vec<(u64, u32, KeyPath)>>>()?;
+            .collect::<Result<_>>()?;
 
-        let next = head.seq + 1;
+        let next = head
+            .seq
+            .checked_add(1)
+            .ok_or_else(|| Error::internal("commit sequence numbers exhausted"))?;
         let record = CommitRecord {
             seq: next,
             root: target.dir.root_node(),

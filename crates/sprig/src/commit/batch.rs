@@ -26,10 +26,17 @@ pub struct WriteBatch {
 }
 
 impl WriteBatch {
-    /// A batch on `base` (a committed version or an overlay).
+    /// A batch on `base` (a committed version or an overlay) that something already pins
+    /// (see [`Pin`]).
     pub(crate) fn on(inner: Arc<Inner>, base: Arc<Version>) -> WriteBatch {
+        let pin = Pin::new(&inner, base.committed_base_seq());
+        WriteBatch::pinned(inner, base, pin)
+    }
+
+    /// A batch on `base`, kept readable by `pin`.
+    pub(crate) fn pinned(inner: Arc<Inner>, base: Arc<Version>, pin: Pin) -> WriteBatch {
         WriteBatch {
-            pin: Pin::new(&inner, base.committed_base_seq()),
+            pin,
             inner,
             base,
             changes: BTreeMap::new(),
@@ -144,7 +151,11 @@ impl WriteBatch {
             k = k_end;
             c = c_end;
         }
-        let new_seq = self.base.seq + 1;
+        let new_seq = self
+            .base
+            .seq
+            .checked_add(1)
+            .ok_or_else(|| Error::internal("commit sequence numbers exhausted"))?;
         let stamp = crate::page::Stamp {
             seq: new_seq,
             synced: self.inner.options.sync == crate::options::SyncPolicy::Always,

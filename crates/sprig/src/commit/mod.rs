@@ -53,7 +53,8 @@ pub struct CommitInfo {
 impl Db {
     /// Start a batch of reads and changes on the latest version.
     pub fn begin(&self) -> WriteBatch {
-        WriteBatch::on(self.inner.clone(), self.inner.head())
+        let (head, pin) = self.inner.pinned_head();
+        WriteBatch::pinned(self.inner.clone(), head, pin)
     }
 
     /// Make a finished batch (an overlay) durable and the latest version, committing its

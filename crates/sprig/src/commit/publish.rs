@@ -67,7 +67,7 @@ impl Inner {
         created: &BTreeSet<u32>,
         id: u64,
     ) -> Result<Published> {
-        if record.seq != head.seq + 1 {
+        if head.seq.checked_add(1) != Some(record.seq) {
             return Err(Error::internal(format!(
                 "publishing commit {} on version {}",
                 record.seq, head.seq
@@ -76,6 +76,10 @@ impl Inner {
         let payload = record
             .encode()
             .map_err(|e| Error::internal(e.to_string()))?;
+        // Pair assertion: what replay checks, checked before anything is written.
+        record
+            .check_bounds(w.table.segment_blocks)
+            .map_err(|e| Error::internal(format!("a commit record replay would refuse: {e}")))?;
         let data_bytes = self.write_blocks(writes, created)?;
         // Failpoint (feature `failpoints`): pages durable, no commit record yet.
         failpoint!("commit.pages_synced");

@@ -11,10 +11,10 @@ use crate::error::{Error, Result};
 use crate::io::BlockBuf;
 use crate::log::checkpoint::Checkpoint;
 use crate::log::record::CommitRecord;
-use crate::log::segments::{encode_value_record, loc_segment, value_record_blocks};
+use crate::log::segments::{encode_value_record, loc_segment, value_blocks};
 use crate::log::wal::Wal;
 use crate::overlay::Pending;
-use crate::page::{Page, MAX_VALUE_BYTES, UNWRITTEN};
+use crate::page::{Page, UNWRITTEN};
 use sprig_core::trie::KeyPath;
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
@@ -38,14 +38,6 @@ impl ValueLocs {
             .copied()
             .or_else(|| self.parent.as_ref().and_then(|p| p.written_value(key)))
     }
-}
-
-/// The blocks of a value record.
-fn value_blocks(value: &[u8]) -> Result<u32> {
-    u32::try_from(value_record_blocks(value.len() as u64)).map_err(|_| Error::ValueTooLarge {
-        len: value.len() as u64,
-        max: MAX_VALUE_BYTES as u64,
-    })
 }
 
 /// What a commit's page writes produce: each page as written (value pointers resolved), by
@@ -132,8 +124,8 @@ impl Inner {
                 + pending
                     .new_values
                     .values()
-                    .map(|v| value_record_blocks(v.len() as u64))
-                    .sum::<u64>();
+                    .map(|v| value_blocks(v).map(u64::from))
+                    .sum::<Result<u64>>()?;
             self.plan_relocation(
                 &w.table,
                 &head.dir,
@@ -165,7 +157,10 @@ impl Inner {
             ));
         };
         let parent = pending.parent();
-        let seq = head.seq + 1;
+        let seq = head
+            .seq
+            .checked_add(1)
+            .ok_or_else(|| Error::internal("commit sequence numbers exhausted"))?;
         // Segments whose files this commit creates: those with nothing written yet, and those
         // its allocations open.
         let existing: BTreeSet<u32> = w
@@ -266,7 +261,7 @@ impl Inner {
         key: &KeyPath,
         value: &[u8],
     ) -> Result<u64> {
-        let l = table.allocate(value_blocks(value)?);
+        let l = table.allocate(value_blocks(value)?)?;
         let hash = self.hasher.hash_value(value);
         writes.push(Write {
             loc: l,
@@ -355,7 +350,7 @@ impl Inner {
             None => page.clone(),
         };
         let checksum = crate::codec::checksum(&page.block().0);
-        let l = table.allocate(1);
+        let l = table.allocate(1)?;
         let mut buf = BlockBuf::default();
         buf.push(page.block());
         writes.push(Write {

@@ -1,12 +1,19 @@
 //! Checkpoints: the whole directory and segment accounting at one commit, written atomically,
 //! so that opening a database reads one file and replays only the commit records after it.
+//! Decoding checks every segment id, fill level, location and extent against the segment size
+//! the checkpoint states.
 
 use crate::codec::{checksum, Put, Reader};
 use crate::directory::Directory;
 use crate::error::{Error, Result};
 use crate::io::{OpenOptions, Storage};
-use crate::log::record::{decode_subtree, encode_subtree, for_each_disk_page, hex};
-use crate::log::segments::{SegmentMeta, SegmentTable};
+use crate::log::record::{
+    check_subtree_locs, decode_subtree, encode_subtree, for_each_disk_page, hex,
+};
+use crate::log::segments::{
+    check_segment_blocks, check_segment_id, check_used_blocks, check_value_extent, SegmentMeta,
+    SegmentTable,
+};
 use sprig_core::trie::Node;
 use sprig_core::Hasher;
 use std::collections::BTreeMap;
@@ -117,13 +124,21 @@ impl Checkpoint {
                 "checkpoint claims fewer durable commits than it holds",
             ));
         }
+        let at = r.position();
         let active = r.u32().map_err(de)?;
+        check_segment_id(active).map_err(|what| bad(at, what))?;
+        let at = r.position();
         let segment_blocks = r.u32().map_err(de)?;
+        check_segment_blocks(segment_blocks).map_err(|what| bad(at, what))?;
         let n = r.count(8).map_err(de)?;
         let mut segments = BTreeMap::new();
         for _ in 0..n {
+            let at = r.position();
             let id = r.u32().map_err(de)?;
             let used_blocks = r.u32().map_err(de)?;
+            check_segment_id(id)
+                .and_then(|()| check_used_blocks(used_blocks, segment_blocks))
+                .map_err(|what| bad(at, what))?;
             segments.insert(
                 id,
                 SegmentMeta {
@@ -135,14 +150,15 @@ impl Checkpoint {
         let n = r.count(8 + 4 + 32).map_err(de)?;
         let mut values = Vec::with_capacity(n);
         for _ in 0..n {
-            values.push((
-                r.u64().map_err(de)?,
-                r.u32().map_err(de)?,
-                r.array().map_err(de)?,
-            ));
+            let at = r.position();
+            let (l, blocks) = (r.u64().map_err(de)?, r.u32().map_err(de)?);
+            check_value_extent(l, blocks, segment_blocks).map_err(|what| bad(at, what))?;
+            values.push((l, blocks, r.array().map_err(de)?));
         }
+        let at = r.position();
         let tree = decode_subtree(&mut r, hasher, 0).map_err(de)?;
         r.finish().map_err(de)?;
+        check_subtree_locs(&tree, segment_blocks).map_err(|what| bad(at, &what))?;
         let dir = Directory::from_root(hasher, tree);
         if dir.root_node() != root {
             return Err(bad(
@@ -244,10 +260,17 @@ mod tests {
     use super::*;
     use crate::directory::{DirNode, PageLoc, PageRef};
     use crate::io::MemoryStorage;
+    use crate::log::segments::loc;
     use crate::prefix::Prefix;
+    use sprig_core::trie::KeyPath;
     use std::sync::Arc;
 
     fn sample(hasher: Hasher) -> Checkpoint {
+        sample_at(hasher, [loc(2, 0), loc(1, 2), loc(1, 3)])
+    }
+
+    /// A checkpoint of three pages at `locs`.
+    fn sample_at(hasher: Hasher, locs: [u64; 3]) -> Checkpoint {
         let page = |l: u64, count: u32, fill: u8| {
             let mut node = [fill; 32];
             node[0] = if count == 1 { 0x80 } else { 0x10 };
@@ -263,8 +286,12 @@ mod tests {
                 Prefix::root(),
                 Arc::new(DirNode::branch(
                     hasher,
-                    page(1 << 32, 5, 1),
-                    Arc::new(DirNode::branch(hasher, page(2, 1, 2), page(3, 9, 3))),
+                    page(locs[0], 5, 1),
+                    Arc::new(DirNode::branch(
+                        hasher,
+                        page(locs[1], 1, 2),
+                        page(locs[2], 9, 3),
+                    )),
                 )),
             )])
             .unwrap();
@@ -273,7 +300,7 @@ mod tests {
             wal_id: 3,
             wal_offset: 999,
             durable_seq: 14,
-            table: SegmentTable::new(64),
+            table: SegmentTable::new(256),
             dir,
         }
     }
@@ -288,8 +315,8 @@ mod tests {
         assert_eq!(back.dir.root_node(), cp.dir.root_node());
         assert_eq!(back.dir.len(), 15);
         assert_eq!(back.wal_offset, 999);
-        assert_eq!(back.table.segments[&0].live_page_blocks, 2);
-        assert_eq!(back.table.segments[&1].live_page_blocks, 1);
+        assert_eq!(back.table.segments[&1].live_page_blocks, 2);
+        assert_eq!(back.table.segments[&2].live_page_blocks, 1);
         let bytes = cp.encode().unwrap();
         for i in 0..bytes.len() * 8 {
             let mut b = bytes.clone();
@@ -297,5 +324,79 @@ mod tests {
             assert!(Checkpoint::decode("c", &b, h).is_err(), "bit {i}");
         }
         assert!(Checkpoint::load(&s, 12, Hasher::Sha256).is_err());
+    }
+
+    /// A checkpoint whose checksum is right but whose table or directory names what no commit
+    /// writes: decoding it is corruption (before, a segment id of `u32::MAX` overflowed the
+    /// next allocation, and pages past a segment were served from whatever lay there).
+    #[test]
+    fn impossible_segments_and_locations_are_corruption() {
+        let h = Hasher::Blake3;
+        let filled = |used_blocks| SegmentMeta {
+            used_blocks,
+            ..SegmentMeta::default()
+        };
+        let key: KeyPath = [9u8; 32];
+        type Craft = Box<dyn Fn(&mut Checkpoint)>;
+        let cases: Vec<(&str, Craft)> = vec![
+            ("segment size 0", Box::new(|c| c.table.segment_blocks = 0)),
+            (
+                "segment size 2^31",
+                Box::new(|c| c.table.segment_blocks = 1 << 31),
+            ),
+            ("active segment 0", Box::new(|c| c.table.active = 0)),
+            (
+                "active segment u32::MAX",
+                Box::new(|c| c.table.active = u32::MAX),
+            ),
+            (
+                "segment id u32::MAX",
+                Box::new(move |c| {
+                    c.table.segments.insert(u32::MAX, filled(1));
+                }),
+            ),
+            (
+                "segment filled past its size",
+                Box::new(move |c| {
+                    c.table.segments.insert(3, filled(u32::MAX));
+                }),
+            ),
+            (
+                "value record in segment 0",
+                Box::new(move |c| {
+                    c.table.values.insert(loc(0, 4), (1, key));
+                }),
+            ),
+            (
+                "value record crossing its segment's end",
+                Box::new(move |c| {
+                    c.table.values.insert(loc(1, 250), (7, key));
+                }),
+            ),
+            (
+                "value record of 0 blocks",
+                Box::new(move |c| {
+                    c.table.values.insert(loc(1, 20), (0, key));
+                }),
+            ),
+            (
+                "page in segment 0",
+                Box::new(move |c| *c = sample_at(h, [loc(2, 0), loc(0, 1), loc(1, 3)])),
+            ),
+            (
+                "page past its segment",
+                Box::new(move |c| *c = sample_at(h, [loc(2, 0), loc(1, 256), loc(1, 3)])),
+            ),
+        ];
+        assert!(Checkpoint::decode("c", &sample(h).encode().unwrap(), h).is_ok());
+        for (what, craft) in cases {
+            let mut cp = sample(h);
+            craft(&mut cp);
+            let e = Checkpoint::decode("c", &cp.encode().unwrap(), h).err();
+            assert!(
+                e.as_ref().is_some_and(Error::is_corruption),
+                "{what}: {e:?}"
+            );
+        }
     }
 }

@@ -67,9 +67,7 @@ impl Manifest {
         let hasher = Hasher::from_id(id).ok_or_else(|| bad("unknown hasher id"))?;
         let segment_blocks = r.u32().map_err(|_| bad("truncated"))?;
         let created_unix_secs = r.u64().map_err(|_| bad("truncated"))?;
-        if segment_blocks == 0 {
-            return Err(bad("segment size of zero"));
-        }
+        crate::log::segments::check_segment_blocks(segment_blocks).map_err(bad)?;
         Ok(Manifest {
             hasher,
             segment_blocks,

@@ -4,11 +4,15 @@
 //! directory position), the new subtree of pages; plus the value records written and freed,
 //! and how far each segment written to is now filled. Replaying records on a checkpoint's
 //! directory rebuilds the latest directory without reading a single page, and the replayed
-//! root must equal the root each record states.
+//! root must equal the root each record states. A record is applied only once every location,
+//! extent, segment id and fill level it names fits the segment geometry.
 
 use crate::codec::{DecodeError, Put, Reader};
 use crate::directory::{DirNode, Directory, PageLoc, PageRef};
-use crate::log::segments::SegmentTable;
+use crate::log::segments::{
+    check_loc, check_segment_id, check_used_blocks, check_value_extent, loc_block, loc_segment,
+    SegmentTable,
+};
 use crate::prefix::Prefix;
 use sprig_core::trie::{KeyPath, Node, KEY_BITS};
 use sprig_core::Hasher;
@@ -202,15 +206,70 @@ pub enum ApplyError {
         /// The count the replay produced.
         found: u64,
     },
+    /// A location, extent, segment id or fill level no commit can have written.
+    #[error("{0}")]
+    OutOfBounds(String),
+}
+
+/// A location for messages.
+fn describe(l: u64) -> String {
+    format!("segment {} block {}", loc_segment(l), loc_block(l))
+}
+
+/// Check the location of every on-disk page under `node` against segments of
+/// `segment_blocks` blocks; the error names the first bad one.
+pub fn check_subtree_locs(node: &DirNode, segment_blocks: u32) -> Result<(), String> {
+    let mut bad = None;
+    for_each_disk_page(node, &mut |l| {
+        if bad.is_none() {
+            if let Err(what) = check_loc(l, segment_blocks) {
+                bad = Some(format!("page at {}: {what}", describe(l)));
+            }
+        }
+    });
+    bad.map_or(Ok(()), Err)
+}
+
+impl CommitRecord {
+    /// Check everything the record says about segments against segments of `segment_blocks`
+    /// blocks: what replay refuses, so a commit checks it before writing the record.
+    pub fn check_bounds(&self, segment_blocks: u32) -> Result<(), ApplyError> {
+        for (_, subtree) in &self.regions {
+            check_subtree_locs(subtree, segment_blocks).map_err(ApplyError::OutOfBounds)?;
+        }
+        let bad = |kind: &str, l: u64, what: &str| {
+            ApplyError::OutOfBounds(format!("{kind} at {}: {what}", describe(l)))
+        };
+        for (l, n, _) in &self.values_written {
+            check_value_extent(*l, *n, segment_blocks)
+                .map_err(|what| bad("value record", *l, what))?;
+        }
+        for l in &self.values_freed {
+            check_loc(*l, segment_blocks).map_err(|what| bad("freed value record", *l, what))?;
+        }
+        // Segments are filled in id order.
+        let mut after = None;
+        for (id, used) in &self.segment_heads {
+            let head = |what: &str| ApplyError::OutOfBounds(format!("segment {id} head: {what}"));
+            check_segment_id(*id).map_err(head)?;
+            check_used_blocks(*used, segment_blocks).map_err(head)?;
+            if after.is_some_and(|a| *id <= a) {
+                return Err(head("segment heads out of order"));
+            }
+            after = Some(*id);
+        }
+        Ok(())
+    }
 }
 
 /// Apply a record to a directory and its segment accounting: the one transition shared by
-/// commit and recovery. Returns the new directory.
+/// commit and recovery. Returns the new directory; on an error nothing was applied.
 pub fn apply_record(
     dir: &Directory,
     table: &mut SegmentTable,
     record: &CommitRecord,
 ) -> Result<Directory, ApplyError> {
+    record.check_bounds(table.segment_blocks)?;
     let next = dir.replace(record.regions.clone())?;
     if next.root_node() != record.root {
         return Err(ApplyError::RootMismatch {
@@ -269,4 +328,138 @@ pub fn for_each_disk_page(node: &DirNode, f: &mut dyn FnMut(u64)) {
 /// Lowercase hex of bytes.
 pub fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::log::segments::{loc, SegmentMeta, MAX_SEGMENT_ID};
+    use crate::page::UNWRITTEN;
+    use std::collections::BTreeMap;
+
+    const SEGMENT_BLOCKS: u32 = 256;
+
+    /// A record of one commit on an empty database: one page at `page`, one value record of 3
+    /// blocks at `value`, filling segment 1 to 12 blocks.
+    fn record(page: u64, value: u64) -> CommitRecord {
+        let hasher = Hasher::Blake3;
+        let mut node = [4u8; 32];
+        node[0] = 0x80;
+        let regions = vec![(
+            Prefix::root(),
+            Arc::new(DirNode::Page(PageRef {
+                loc: PageLoc::Disk(page),
+                checksum: 1,
+                node,
+                count: 1,
+            })),
+        )];
+        let dir = Directory::empty(hasher).replace(regions.clone()).unwrap();
+        CommitRecord {
+            seq: 1,
+            root: dir.root_node(),
+            entries: dir.len(),
+            regions,
+            values_written: vec![(value, 3, [1u8; 32])],
+            values_freed: Vec::new(),
+            segment_heads: vec![(1, 12)],
+        }
+    }
+
+    type Accounting = (
+        u32,
+        BTreeMap<u32, SegmentMeta>,
+        BTreeMap<u64, (u32, KeyPath)>,
+    );
+
+    fn accounting(t: &SegmentTable) -> Accounting {
+        (t.active, t.segments.clone(), t.values.clone())
+    }
+
+    /// Every location, extent, segment id and fill level of a record is checked before any of
+    /// it is applied. Before, a head naming segment `u32::MAX` became the active segment and
+    /// the next allocation overflowed `active + 1`; a page or value past its segment, or in
+    /// segment 0, was accepted and read from wherever it pointed.
+    #[test]
+    fn records_naming_impossible_segments_or_locations_are_refused_whole() {
+        let empty = Directory::empty(Hasher::Blake3);
+        let mut table = SegmentTable::new(SEGMENT_BLOCKS);
+        let good = record(loc(1, 11), loc(1, 8));
+        assert!(apply_record(&empty, &mut table, &good).is_ok());
+        assert_eq!(table.segments[&1].used_blocks, 12);
+
+        let crafted: Vec<(&str, CommitRecord)> = vec![
+            ("page in segment 0", record(loc(0, 11), loc(1, 8))),
+            (
+                "page at the unwritten sentinel",
+                record(UNWRITTEN, loc(1, 8)),
+            ),
+            (
+                "page past its segment",
+                record(loc(1, SEGMENT_BLOCKS), loc(1, 8)),
+            ),
+            ("value in segment 0", record(loc(1, 11), loc(0, 8))),
+            (
+                "value crossing its segment's end",
+                record(loc(1, 11), loc(1, 254)),
+            ),
+            (
+                "value in segment u32::MAX",
+                record(loc(1, 11), loc(u32::MAX, 0)),
+            ),
+            ("value of 0 blocks", {
+                let mut r = good.clone();
+                r.values_written[0].1 = 0;
+                r
+            }),
+            ("freed value in segment 0", {
+                let mut r = good.clone();
+                r.values_freed.push(loc(0, 1));
+                r
+            }),
+            ("head of segment u32::MAX", {
+                let mut r = good.clone();
+                r.segment_heads.push((u32::MAX, 1));
+                r
+            }),
+            ("head of segment 0", {
+                let mut r = good.clone();
+                r.segment_heads.insert(0, (0, 1));
+                r
+            }),
+            ("head filled past the segment", {
+                let mut r = good.clone();
+                r.segment_heads[0].1 = u32::MAX;
+                r
+            }),
+            ("heads out of order", {
+                let mut r = good.clone();
+                r.segment_heads = vec![(2, 1), (1, 12)];
+                r
+            }),
+        ];
+        for (what, bad) in crafted {
+            let mut table = SegmentTable::new(SEGMENT_BLOCKS);
+            let before = accounting(&table);
+            let e = apply_record(&empty, &mut table, &bad).err();
+            assert!(
+                matches!(e, Some(ApplyError::OutOfBounds(_))),
+                "{what}: {e:?}"
+            );
+            assert_eq!(accounting(&table), before, "{what}: partly applied");
+        }
+
+        // The last usable segment id is accepted; the segment after it is an error, not an
+        // overflow.
+        let mut r = good.clone();
+        r.segment_heads.push((MAX_SEGMENT_ID, SEGMENT_BLOCKS));
+        let mut table = SegmentTable::new(SEGMENT_BLOCKS);
+        apply_record(&empty, &mut table, &r).unwrap();
+        assert_eq!(table.active, MAX_SEGMENT_ID);
+        let e = table.allocate(1).unwrap_err();
+        assert!(
+            matches!(e, crate::error::Error::SegmentIdsExhausted { .. }),
+            "{e}"
+        );
+    }
 }

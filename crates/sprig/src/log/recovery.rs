@@ -308,15 +308,18 @@ impl Replayed {
         let hasher = self.dir.hasher();
         let record = CommitRecord::decode(&rec.payload, hasher)
             .map_err(|e| Error::corruption(&name, rec.offset, format!("bad commit record: {e}")))?;
-        if record.seq != self.seq + 1 || rec.seq != record.seq {
+        let expected = self.seq.checked_add(1).ok_or_else(|| {
+            Error::corruption(
+                &name,
+                rec.offset,
+                "a commit record after the last possible one",
+            )
+        })?;
+        if record.seq != expected || rec.seq != record.seq {
             return Err(Error::corruption(
                 &name,
                 rec.offset,
-                format!(
-                    "commit record {} where {} was expected",
-                    record.seq,
-                    self.seq + 1
-                ),
+                format!("commit record {} where {expected} was expected", record.seq),
             ));
         }
         self.dir = apply_record(&self.dir, &mut self.table, &record).map_err(|e| {
@@ -452,7 +455,10 @@ fn check_segment_tails(
                 let Some(stamp) = crate::page::peek_stamp(block) else {
                     continue;
                 };
-                if stamp.synced && stamp.seq >= last_seq + 2 && !log_reaches(stamp.seq - 1)? {
+                if stamp.synced
+                    && stamp.seq >= last_seq.saturating_add(2)
+                    && !log_reaches(stamp.seq - 1)?
+                {
                     return Err(Error::corruption(
                         &name,
                         (at + i as u64) * BLOCK_BYTES as u64,

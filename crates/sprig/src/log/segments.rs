@@ -6,12 +6,15 @@
 //! and region the directory holds for it, a value must hash to the hash its page holds.
 //!
 //! This module owns segment naming, allocation of blocks, the live-data accounting the cleaner
-//! chooses victims by, and the value-record layout.
+//! chooses victims by, the value-record layout, and the bounds every location, extent and
+//! segment id read from disk must respect (a location past what the segment geometry allows is
+//! corruption, and no read allocates for a record before it has been found on disk).
 
 use crate::codec::{checksum, Put, Reader};
 use crate::error::{Error, Result};
 use crate::io::{BlockBuf, OpenOptions, ReadRequest, Storage, StorageFile, BLOCK_BYTES};
-use crate::page::{ExternalValue, Page};
+use crate::options::{MAX_SEGMENT_BYTES, MIN_SEGMENT_BYTES};
+use crate::page::{ExternalValue, Page, MAX_VALUE_BYTES};
 use crate::prefix::Prefix;
 use parking_lot::RwLock;
 use sprig_core::trie::KeyPath;
@@ -54,22 +57,132 @@ pub fn loc_offset(loc: u64) -> u64 {
 
 const VALUE_MAGIC: &[u8; 4] = b"SPVL";
 const VALUE_HEADER_BYTES: usize = 128;
+/// Bytes of a value record's header that its checksum covers: magic, key, length, hash.
+const VALUE_HEADER_SUMMED_BYTES: usize = 4 + 32 + 8 + 32;
+/// A value record of at most this many blocks is read in one request; of a larger one the
+/// first blocks are read, its header checked and its extent found within the file before a
+/// buffer of its size is allocated.
+const VALUE_READ_AHEAD_BLOCKS: usize = 16;
 
-/// The number of blocks a value record of `len` bytes takes.
-pub fn value_record_blocks(len: u64) -> u64 {
-    (len + VALUE_HEADER_BYTES as u64).div_ceil(BLOCK_BYTES as u64)
+/// The fewest blocks a segment has.
+pub const MIN_SEGMENT_BLOCKS: u32 = (MIN_SEGMENT_BYTES / BLOCK_BYTES as u64) as u32;
+/// The most blocks a segment has (one holding a single large value record aside).
+pub const MAX_SEGMENT_BLOCKS: u32 = (MAX_SEGMENT_BYTES / BLOCK_BYTES as u64) as u32;
+/// The blocks of the largest value record (a value of [`MAX_VALUE_BYTES`]).
+pub const MAX_VALUE_RECORD_BLOCKS: u32 =
+    (MAX_VALUE_BYTES as u64 + VALUE_HEADER_BYTES as u64).div_ceil(BLOCK_BYTES as u64) as u32;
+/// The largest segment id. Ids start at 1 and are never reused; `u32::MAX` stays out of use,
+/// so that no location is the never-written sentinel.
+pub const MAX_SEGMENT_ID: u32 = u32::MAX - 1;
+
+/// The number of blocks a value record of `len` bytes takes; `None` for a length above
+/// [`MAX_VALUE_BYTES`].
+pub fn value_record_blocks(len: u64) -> Option<u32> {
+    if len > MAX_VALUE_BYTES as u64 {
+        return None;
+    }
+    let blocks = len
+        .checked_add(VALUE_HEADER_BYTES as u64)?
+        .div_ceil(BLOCK_BYTES as u64);
+    u32::try_from(blocks).ok()
 }
 
-/// Encode a value record: a header naming the key, length and hash, then the value.
-pub fn encode_value_record(key: &KeyPath, value: &[u8], hash: &[u8; 32]) -> BlockBuf {
+/// The number of blocks the value record of `value` takes, or [`Error::ValueTooLarge`].
+pub fn value_blocks(value: &[u8]) -> Result<u32> {
+    let len = u64::try_from(value.len()).unwrap_or(u64::MAX);
+    value_record_blocks(len).ok_or(Error::ValueTooLarge {
+        len,
+        max: MAX_VALUE_BYTES as u64,
+    })
+}
+
+/// Check a segment size (in blocks) read from disk.
+pub fn check_segment_blocks(segment_blocks: u32) -> Result<(), &'static str> {
+    if (MIN_SEGMENT_BLOCKS..=MAX_SEGMENT_BLOCKS).contains(&segment_blocks) {
+        Ok(())
+    } else {
+        Err("segment size out of range")
+    }
+}
+
+/// Check a segment id read from disk.
+pub fn check_segment_id(id: u32) -> Result<(), &'static str> {
+    if (1..=MAX_SEGMENT_ID).contains(&id) {
+        Ok(())
+    } else {
+        Err("segment id out of range")
+    }
+}
+
+/// Check where a page or value record read from disk starts, in segments of `segment_blocks`
+/// blocks: nothing starts past the end of a segment.
+pub fn check_loc(l: u64, segment_blocks: u32) -> Result<(), &'static str> {
+    check_segment_id(loc_segment(l))?;
+    if loc_block(l) >= segment_blocks {
+        return Err("block index beyond the segment size");
+    }
+    Ok(())
+}
+
+/// Check the extent of a value record of `blocks` blocks at `l`, in segments of
+/// `segment_blocks` blocks. Allocation puts a record in the active segment if it fits, else at
+/// the start of a new one: a record ends within its segment unless it starts one.
+pub fn check_value_extent(l: u64, blocks: u32, segment_blocks: u32) -> Result<(), &'static str> {
+    check_loc(l, segment_blocks)?;
+    if blocks == 0 || blocks > MAX_VALUE_RECORD_BLOCKS {
+        return Err("value record size out of range");
+    }
+    let start = loc_block(l);
+    if start > 0 && u64::from(start) + u64::from(blocks) > u64::from(segment_blocks) {
+        return Err("value record extends past the end of its segment");
+    }
+    Ok(())
+}
+
+/// Check the fill level of a segment read from disk: within the segment size, or the size of
+/// the one value record a segment of its own holds.
+pub fn check_used_blocks(used: u32, segment_blocks: u32) -> Result<(), &'static str> {
+    if used > segment_blocks.max(MAX_VALUE_RECORD_BLOCKS) {
+        return Err("segment fill beyond the segment size");
+    }
+    Ok(())
+}
+
+/// Check a value record's header against the pointer that led to it.
+fn check_value_header(
+    bytes: &[u8],
+    key: &KeyPath,
+    value: &ExternalValue,
+) -> Result<(), &'static str> {
+    let mut r = Reader::new(bytes);
+    let fields_ok = r.array::<4>().ok().as_ref() == Some(VALUE_MAGIC)
+        && r.array::<32>().ok().as_ref() == Some(key)
+        && r.u64().ok() == Some(value.len)
+        && r.array::<32>().ok() == Some(value.hash);
+    let summed = bytes.get(..VALUE_HEADER_SUMMED_BYTES).unwrap_or_default();
+    if !fields_ok || r.u64().ok() != Some(checksum(summed)) {
+        return Err("value record header does not match its pointer");
+    }
+    Ok(())
+}
+
+/// The header of a value record for a value of `len` bytes: magic, key, length, hash and
+/// their checksum, padded to its fixed size.
+pub fn encode_value_header(key: &KeyPath, len: u64, hash: &[u8; 32]) -> Vec<u8> {
     let mut header = Vec::with_capacity(VALUE_HEADER_BYTES);
     header.extend_from_slice(VALUE_MAGIC);
     header.extend_from_slice(key);
-    header.put_u64(value.len() as u64);
+    header.put_u64(len);
     header.extend_from_slice(hash);
     let sum = checksum(&header);
     header.put_u64(sum);
     header.resize(VALUE_HEADER_BYTES, 0);
+    header
+}
+
+/// Encode a value record: a header naming the key, length and hash, then the value.
+pub fn encode_value_record(key: &KeyPath, value: &[u8], hash: &[u8; 32]) -> BlockBuf {
+    let header = encode_value_header(key, value.len() as u64, hash);
     let total = VALUE_HEADER_BYTES + value.len();
     let mut buf = BlockBuf::zeroed(total.div_ceil(BLOCK_BYTES));
     let bytes = buf.as_bytes_mut();
@@ -105,15 +218,18 @@ pub struct Segments {
     storage: Arc<dyn Storage>,
     files: RwLock<HashMap<u32, Arc<dyn StorageFile>>>,
     hasher: Hasher,
+    /// The segment size fixed in the manifest: no location read lies beyond it.
+    segment_blocks: u32,
 }
 
 impl Segments {
-    /// Segments of `storage`, opened lazily.
-    pub fn new(storage: Arc<dyn Storage>, hasher: Hasher) -> Segments {
+    /// Segments of `storage`, of `segment_blocks` blocks each, opened lazily.
+    pub fn new(storage: Arc<dyn Storage>, hasher: Hasher, segment_blocks: u32) -> Segments {
         Segments {
             storage,
             files: RwLock::new(HashMap::new()),
             hasher,
+            segment_blocks,
         }
     }
 
@@ -122,7 +238,8 @@ impl Segments {
         &self.storage
     }
 
-    /// The open file of segment `id`, creating it if asked.
+    /// The open file of segment `id`, creating it if asked. A segment to read that does not
+    /// exist is corruption: a durable pointer names it.
     pub fn file(&self, id: u32, create: bool) -> Result<Arc<dyn StorageFile>> {
         if let Some(f) = self.files.read().get(&id) {
             return Ok(f.clone());
@@ -137,7 +254,12 @@ impl Segments {
                     direct: true,
                 },
             )
-            .map_err(|e| Error::io("opening", &name, e))?;
+            .map_err(|e| match e.kind() {
+                std::io::ErrorKind::NotFound if !create => {
+                    Error::corruption(&name, 0, "the segment file is missing")
+                }
+                _ => Error::io("opening", &name, e),
+            })?;
         self.files.write().insert(id, f.clone());
         Ok(f)
     }
@@ -151,11 +273,17 @@ impl Segments {
             .map_err(|e| Error::io("deleting", &name, e))
     }
 
-    /// Read the blocks at the given locations, all in flight at once, unchecked.
+    /// Read the blocks at the given locations, all in flight at once. Only the locations are
+    /// checked (against the segment size), not what is read.
     pub fn read_blocks(&self, locs: &[u64]) -> Result<Vec<BlockBuf>> {
         let files: Vec<Arc<dyn StorageFile>> = locs
             .iter()
-            .map(|l| self.file(loc_segment(*l), false))
+            .map(|l| {
+                check_loc(*l, self.segment_blocks).map_err(|what| {
+                    Error::corruption(segment_file_name(loc_segment(*l)), loc_offset(*l), what)
+                })?;
+                self.file(loc_segment(*l), false)
+            })
             .collect::<Result<_>>()?;
         let mut requests: Vec<ReadRequest<'_>> = locs
             .iter()
@@ -194,47 +322,81 @@ impl Segments {
         decode_page_at(block.as_bytes(), l, prefix)
     }
 
-    /// Read a value from the value log and check it against its pointer.
+    /// Read a value from the value log and check it against its pointer. The pointer comes
+    /// from disk: its extent is checked against the segment size, and no buffer larger than
+    /// [`VALUE_READ_AHEAD_BLOCKS`] is allocated before the record's header has matched the
+    /// pointer and the record has been found to lie within the file.
     pub fn read_value(&self, key: &KeyPath, value: &ExternalValue) -> Result<Vec<u8>> {
         let segment = loc_segment(value.loc);
         let name = segment_file_name(segment);
-        let blocks = usize::try_from(value_record_blocks(value.len))
-            .map_err(|_| Error::corruption(&name, loc_offset(value.loc), "value too large"))?;
+        let offset = loc_offset(value.loc);
+        let bad = |what: &str| Error::corruption(&name, offset, what);
+        let blocks =
+            value_record_blocks(value.len).ok_or_else(|| bad("value length out of range"))?;
+        check_value_extent(value.loc, blocks, self.segment_blocks).map_err(bad)?;
+        let blocks = usize::try_from(blocks).map_err(|_| bad("value too large"))?;
         let file = self.file(segment, false)?;
+        let ahead = blocks.min(VALUE_READ_AHEAD_BLOCKS);
         let mut requests = [ReadRequest {
             file: file.as_ref(),
-            offset: loc_offset(value.loc),
-            buf: BlockBuf::zeroed(blocks),
+            offset,
+            buf: BlockBuf::zeroed(ahead),
         }];
-        self.storage.read_batch(&mut requests).map_err(|e| {
-            read_error(
-                "reading a value from",
-                name.clone(),
-                loc_offset(value.loc),
-                e,
-            )
-        })?;
+        self.storage
+            .read_batch(&mut requests)
+            .map_err(|e| read_error("reading a value from", name.clone(), offset, e))?;
         let [request] = requests;
-        let bytes = request.buf.as_bytes();
-        let bad = |what: &str| Error::corruption(&name, loc_offset(value.loc), what);
-        let mut r = Reader::new(bytes);
-        let header_ok = r.array::<4>().ok().as_ref() == Some(VALUE_MAGIC)
-            && r.array::<32>().ok().as_ref() == Some(key)
-            && r.u64().ok() == Some(value.len)
-            && r.array::<32>().ok() == Some(value.hash);
-        let body = bytes.get(..4 + 32 + 8 + 32).unwrap_or_default();
-        let stored = r.u64().ok();
-        if !header_ok || stored != Some(checksum(body)) {
-            return Err(bad("value record header does not match its pointer"));
+        let mut record = request.buf;
+        check_value_header(record.as_bytes(), key, value).map_err(bad)?;
+        if blocks > ahead {
+            record = self.read_value_rest(file.as_ref(), &name, offset, record, blocks)?;
         }
         let len = usize::try_from(value.len).map_err(|_| bad("value too large"))?;
-        let data = bytes
-            .get(VALUE_HEADER_BYTES..VALUE_HEADER_BYTES + len)
+        let data = VALUE_HEADER_BYTES
+            .checked_add(len)
+            .and_then(|end| record.as_bytes().get(VALUE_HEADER_BYTES..end))
             .ok_or_else(|| bad("value record truncated"))?;
         if self.hasher.hash_value(data) != value.hash {
             return Err(bad("value does not match its hash"));
         }
         Ok(data.to_vec())
+    }
+
+    /// The whole of a value record of `blocks` blocks at `offset` whose first blocks were read
+    /// into `ahead` (and its header checked): only if the file holds all of it is the buffer
+    /// for it allocated and the rest read.
+    fn read_value_rest(
+        &self,
+        file: &dyn StorageFile,
+        name: &str,
+        offset: u64,
+        ahead: BlockBuf,
+        blocks: usize,
+    ) -> Result<BlockBuf> {
+        let bad = |what: &str| Error::corruption(name, offset, what);
+        let end = u64::try_from(blocks)
+            .ok()
+            .and_then(|b| b.checked_mul(BLOCK_BYTES as u64))
+            .and_then(|bytes| bytes.checked_add(offset))
+            .ok_or_else(|| bad("value record extent overflows"))?;
+        let size = file
+            .size()
+            .map_err(|e| Error::io("reading the size of", name, e))?;
+        if end > size {
+            return Err(bad("value record extends past the end of the file"));
+        }
+        let mut record = BlockBuf::zeroed(blocks);
+        let (head, rest) = record
+            .as_bytes_mut()
+            .split_at_mut_checked(ahead.len())
+            .ok_or_else(|| Error::internal("read ahead past the value record"))?;
+        head.copy_from_slice(ahead.as_bytes());
+        let rest_offset = offset
+            .checked_add(ahead.len() as u64)
+            .ok_or_else(|| bad("value record extent overflows"))?;
+        file.read_at(rest, rest_offset)
+            .map_err(|e| read_error("reading a value from", name.to_string(), offset, e))?;
+        Ok(record)
     }
 }
 
@@ -315,23 +477,28 @@ impl SegmentTable {
     }
 
     /// Reserve `blocks` contiguous blocks, opening a new segment if the active one cannot
-    /// hold them. A record larger than a segment gets a segment of its own.
-    pub fn allocate(&mut self, blocks: u32) -> u64 {
+    /// hold them. A record larger than a segment gets a segment of its own. Fails, reserving
+    /// nothing, when no segment id is left.
+    pub fn allocate(&mut self, blocks: u32) -> Result<u64> {
         let used = self.segments.get(&self.active).map_or(0, |m| m.used_blocks);
         if used > 0 && u64::from(used) + u64::from(blocks) > u64::from(self.segment_blocks) {
-            let next = self
-                .segments
-                .keys()
-                .next_back()
-                .map_or(1, |k| k + 1)
-                .max(self.active + 1);
+            let newest = self.segments.keys().next_back().copied().unwrap_or(0);
+            let next = newest
+                .max(self.active)
+                .checked_add(1)
+                .filter(|id| *id <= MAX_SEGMENT_ID)
+                .ok_or(Error::SegmentIdsExhausted {
+                    last: newest.max(self.active),
+                })?;
             self.active = next;
             self.segments.insert(next, SegmentMeta::default());
         }
         let meta = self.segments.entry(self.active).or_default();
         let start = meta.used_blocks;
-        meta.used_blocks = meta.used_blocks.saturating_add(blocks);
-        loc(self.active, start)
+        meta.used_blocks = start
+            .checked_add(blocks)
+            .ok_or_else(|| Error::internal("a segment of more than 2^32 blocks"))?;
+        Ok(loc(self.active, start))
     }
 
     /// Count `blocks` live page blocks at `l` (negative to release).
@@ -378,19 +545,129 @@ mod tests {
     #[test]
     fn allocation_fills_segments_in_order() {
         let mut t = SegmentTable::new(10);
-        assert_eq!(t.allocate(4), loc(1, 0));
-        assert_eq!(t.allocate(6), loc(1, 4));
-        assert_eq!(t.allocate(1), loc(2, 0));
+        assert_eq!(t.allocate(4).unwrap(), loc(1, 0));
+        assert_eq!(t.allocate(6).unwrap(), loc(1, 4));
+        assert_eq!(t.allocate(1).unwrap(), loc(2, 0));
         // Larger than a segment: a segment of its own once the active one has data.
-        assert_eq!(t.allocate(25), loc(3, 0));
-        assert_eq!(t.allocate(1), loc(4, 0));
+        assert_eq!(t.allocate(25).unwrap(), loc(3, 0));
+        assert_eq!(t.allocate(1).unwrap(), loc(4, 0));
         assert_eq!(t.used_blocks(), 4 + 6 + 1 + 25 + 1);
+    }
+
+    /// A table whose newest segment has the last id (from a crafted record or checkpoint)
+    /// refuses to open another segment; `active + 1` used to overflow (a panic).
+    #[test]
+    fn allocation_past_the_last_segment_id_is_an_error() {
+        for last in [MAX_SEGMENT_ID, u32::MAX] {
+            let mut t = SegmentTable::new(10);
+            t.active = last;
+            t.segments.insert(
+                last,
+                SegmentMeta {
+                    used_blocks: 8,
+                    ..SegmentMeta::default()
+                },
+            );
+            assert_eq!(t.allocate(2).unwrap(), loc(last, 8));
+            let before = (t.active, t.segments.clone());
+            let e = t.allocate(1).unwrap_err();
+            assert!(matches!(e, Error::SegmentIdsExhausted { .. }), "{e}");
+            assert_eq!(
+                (t.active, t.segments.clone()),
+                before,
+                "a failed allocation reserved"
+            );
+        }
+    }
+
+    /// A length from disk never overflows the record size (`len + 128` used to).
+    #[test]
+    fn value_record_sizes_are_bounded() {
+        assert_eq!(value_record_blocks(0), Some(1));
+        assert_eq!(value_record_blocks(4096 - 128), Some(1));
+        assert_eq!(value_record_blocks(4096 - 127), Some(2));
+        let max = MAX_VALUE_BYTES as u64;
+        assert_eq!(value_record_blocks(max), Some(MAX_VALUE_RECORD_BLOCKS));
+        assert_eq!(value_record_blocks(max + 1), None);
+        assert_eq!(value_record_blocks(u64::MAX), None);
+    }
+
+    /// Pointers (from a page) are checked against the segment geometry before anything is
+    /// read: another segment than the ones allocated, the unwritten sentinel, a block past the
+    /// segment size, a record crossing the end of its segment, an impossible length.
+    #[test]
+    fn value_pointers_outside_the_segment_geometry_are_corruption() {
+        let (segs, key, value, hash, rec) = value_record_fixture();
+        let f = segs.file(1, true).unwrap();
+        f.write_at(rec.as_bytes(), 0).unwrap();
+        let ptr = |loc, len| ExternalValue { loc, len, hash };
+        assert_eq!(
+            segs.read_value(&key, &ptr(loc(1, 0), 10_000)).unwrap(),
+            value
+        );
+        for (bad, why) in [
+            (ptr(loc(0, 0), 10_000), "segment 0"),
+            (
+                ptr(crate::page::UNWRITTEN, 10_000),
+                "the unwritten sentinel",
+            ),
+            (ptr(loc(1, 256), 10_000), "a block past the segment"),
+            (
+                ptr(loc(1, 254), 10_000),
+                "a record crossing the segment end",
+            ),
+            (ptr(loc(1, 0), u64::MAX), "a length beyond the limit"),
+        ] {
+            let e = segs.read_value(&key, &bad).unwrap_err();
+            assert!(e.is_corruption(), "{why}: {e}");
+        }
+        let e = segs.read_blocks(&[loc(1, 0), loc(1, 256)]).err();
+        assert!(e.is_some_and(|e| e.is_corruption() && e.to_string().contains("beyond")));
+        let e = segs.read_blocks(&[loc(0, 3)]).err();
+        assert!(e.is_some_and(|e| e.is_corruption()));
+    }
+
+    /// A record larger than the read-ahead is read in two steps: the rest only once the
+    /// header matched and the file was found to hold the whole record.
+    #[test]
+    fn large_value_records_are_checked_against_the_file_before_their_buffer() {
+        let (segs, key, _, _, _) = value_record_fixture();
+        let f = segs.file(2, true).unwrap();
+        // A genuine 100,000-byte record (25 blocks) reads back; without its last block it is
+        // corruption.
+        let value: Vec<u8> = (0..100_000u32).map(|i| (i % 251) as u8).collect();
+        let hash = Hasher::Blake3.hash_value(&value);
+        let rec = encode_value_record(&key, &value, &hash);
+        assert!(rec.block_count() > VALUE_READ_AHEAD_BLOCKS);
+        f.write_at(rec.as_bytes(), 0).unwrap();
+        let ptr = ExternalValue {
+            loc: loc(2, 0),
+            len: value.len() as u64,
+            hash,
+        };
+        assert_eq!(segs.read_value(&key, &ptr).unwrap(), value);
+        f.set_len((rec.len() - BLOCK_BYTES) as u64).unwrap();
+        let e = segs.read_value(&key, &ptr).unwrap_err();
+        assert!(e.is_corruption(), "{e}");
+        // A header claiming a 1 GiB value, checksum and all, in a one-block file: refused by
+        // the file's size.
+        let huge = ExternalValue {
+            loc: loc(2, 0),
+            len: 1 << 30,
+            hash,
+        };
+        f.set_len(0).unwrap();
+        f.write_at(&encode_value_header(&key, huge.len, &hash), 0)
+            .unwrap();
+        f.set_len(BLOCK_BYTES as u64).unwrap();
+        let e = segs.read_value(&key, &huge).unwrap_err();
+        assert!(e.to_string().contains("past the end of the file"), "{e}");
     }
 
     /// In-memory segments and a 10,000-byte value record: (segments, key, value, hash, record).
     fn value_record_fixture() -> (Segments, KeyPath, Vec<u8>, ValueHash, BlockBuf) {
         let storage: Arc<dyn Storage> = Arc::new(crate::io::MemoryStorage::new());
-        let segs = Segments::new(storage, Hasher::Blake3);
+        let segs = Segments::new(storage, Hasher::Blake3, MIN_SEGMENT_BLOCKS);
         let key = [7u8; 32];
         let value = vec![5u8; 10_000];
         let hash = Hasher::Blake3.hash_value(&value);
@@ -401,7 +678,10 @@ mod tests {
     #[test]
     fn value_records_round_trip_and_are_authenticated() {
         let (segs, key, value, hash, rec) = value_record_fixture();
-        assert_eq!(rec.block_count() as u64, value_record_blocks(10_000));
+        assert_eq!(
+            u32::try_from(rec.block_count()).ok(),
+            value_record_blocks(10_000)
+        );
         let f = segs.file(3, true).unwrap();
         f.write_at(rec.as_bytes(), loc_offset(loc(3, 2))).unwrap();
         let ptr = ExternalValue {
@@ -418,6 +698,62 @@ mod tests {
         raw.as_bytes_mut()[VALUE_HEADER_BYTES + 17] ^= 4;
         f.write_at(raw.as_bytes(), loc_offset(loc(3, 2))).unwrap();
         assert!(segs.read_value(&key, &ptr).unwrap_err().is_corruption());
+    }
+
+    fn edge_u32() -> impl proptest::strategy::Strategy<Value = u32> {
+        use proptest::prelude::*;
+        prop_oneof![
+            Just(0),
+            Just(1),
+            Just(2),
+            Just(MIN_SEGMENT_BLOCKS - 1),
+            Just(MIN_SEGMENT_BLOCKS),
+            Just(MAX_SEGMENT_ID),
+            Just(u32::MAX),
+            any::<u32>(),
+        ]
+    }
+
+    fn edge_len() -> impl proptest::strategy::Strategy<Value = u64> {
+        use proptest::prelude::*;
+        let max = MAX_VALUE_BYTES as u64;
+        prop_oneof![
+            Just(10_000),
+            Just(1025),
+            Just(100_000),
+            Just(max),
+            Just(max + 1),
+            Just(u64::MAX),
+            any::<u64>(),
+        ]
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig { cases: 512, ..Default::default() })]
+        /// The seeded counterpart of the `segment` fuzz target's structure-aware modes (run in
+        /// `cargo test`): any location and length in a pointer, with the record's header
+        /// forged to match or not, reads the stored value or is corruption; never a panic or
+        /// an allocation the file cannot back.
+        #[test]
+        fn any_value_pointer_reads_the_value_or_is_corruption(
+            segment in edge_u32(),
+            block in edge_u32(),
+            len in edge_len(),
+            forge in proptest::bool::ANY,
+        ) {
+            let (segs, key, value, hash, rec) = value_record_fixture();
+            let f = segs.file(1, true).unwrap();
+            f.write_at(rec.as_bytes(), loc_offset(loc(1, 2))).unwrap();
+            if forge {
+                f.write_at(&encode_value_header(&key, len, &hash), loc_offset(loc(1, 2)))
+                    .unwrap();
+            }
+            let ptr = ExternalValue { loc: loc(segment, block), len, hash };
+            match segs.read_value(&key, &ptr) {
+                Ok(v) => proptest::prop_assert_eq!(v, value),
+                Err(e) => proptest::prop_assert!(e.is_corruption(), "{}", e),
+            }
+        }
     }
 
     /// Found by the `segment` fuzz target: a segment file that lost its tail made reads past

@@ -551,7 +551,7 @@ impl FileReader<'_> {
                 }
                 _ => {
                     if let Some(prev) = last_seq {
-                        if header.seq != prev + 1 {
+                        if prev.checked_add(1) != Some(header.seq) {
                             return Err(Error::corruption(
                                 self.name,
                                 at,

@@ -1,0 +1,185 @@
+//! A value length read from disk cannot make a read allocate more than the disk holds. The
+//! database is crafted the way only a deliberate forger (or a bug) could: a page whose entry
+//! claims a value of `len` bytes, the value record's header rewritten to match (checksum and
+//! all), and the checkpoint's directory given the crafted page's checksum, so every check that
+//! comes before the read passes. The segment holds the small record and 40 more blocks after
+//! it. Reading the key must be a corruption error naming the segment, with the heap barely
+//! moving. Before, the read allocated the whole claimed record first (4 GiB for
+//! `MAX_VALUE_BYTES`).
+//!
+//! The heap is measured by a counting allocator (this file's one test runs alone in its
+//! binary, so the peak is this test's).
+
+use sprig::directory::{DirNode, PageLoc, PageRef};
+use sprig::io::{MemoryStorage, OpenOptions, Storage};
+use sprig::log::checkpoint::{parse_checkpoint_file_name, Checkpoint};
+use sprig::log::segments::{
+    encode_value_header, loc_offset, loc_segment, segment_file_name, Segments,
+};
+use sprig::page::{ExternalValue, Page, ValueRef};
+use sprig::{Db, Hasher, Options, MAX_VALUE_BYTES};
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+struct Counting;
+
+static CURRENT: AtomicUsize = AtomicUsize::new(0);
+static PEAK: AtomicUsize = AtomicUsize::new(0);
+
+// SAFETY: every call is forwarded to the system allocator unchanged; the counters only watch.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        // SAFETY: the caller's contract is passed on as is.
+        let p = unsafe { System.alloc(layout) };
+        if !p.is_null() {
+            let now = CURRENT.fetch_add(layout.size(), Ordering::Relaxed) + layout.size();
+            PEAK.fetch_max(now, Ordering::Relaxed);
+        }
+        p
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: as above.
+        unsafe { System.dealloc(ptr, layout) };
+        CURRENT.fetch_sub(layout.size(), Ordering::Relaxed);
+    }
+}
+
+#[global_allocator]
+static ALLOC: Counting = Counting;
+
+/// The heap peak above what was allocated when the measure started.
+fn measure<T>(f: impl FnOnce() -> T) -> (T, usize) {
+    let base = CURRENT.load(Ordering::Relaxed);
+    PEAK.store(base, Ordering::Relaxed);
+    let out = f();
+    (out, PEAK.load(Ordering::Relaxed).saturating_sub(base))
+}
+
+/// A read of a small value needs a few blocks; a read that trusts the length needs `len`.
+const PEAK_LIMIT_BYTES: usize = 1 << 20;
+
+fn options() -> Options {
+    Options {
+        hasher: Some(Hasher::Blake3),
+        page_cache_bytes: 0,
+        retained_versions: 1,
+        ..Options::default()
+    }
+}
+
+/// A database holding a 2,000-byte value followed by 40 others, then crafted so that the first
+/// one's page and value record claim `len` bytes. Returns the storage and the key.
+fn crafted(len: u64) -> (Arc<MemoryStorage>, sprig::KeyPath) {
+    let storage = Arc::new(MemoryStorage::new());
+    let db = Db::open_with_storage(storage.clone(), options()).unwrap();
+    let key = db.key_path(b"big");
+    let mut batch = db.begin();
+    batch.put(key, vec![7u8; 2_000]).unwrap();
+    db.commit(batch.finish().unwrap()).unwrap();
+    let mut batch = db.begin();
+    for i in 0..40u32 {
+        batch
+            .put(db.key_path(&i.to_le_bytes()), vec![8u8; 2_000])
+            .unwrap();
+    }
+    db.commit(batch.finish().unwrap()).unwrap();
+    db.checkpoint().unwrap();
+    drop(db);
+
+    let names = storage.list().unwrap();
+    let seq = names
+        .iter()
+        .filter_map(|n| parse_checkpoint_file_name(n))
+        .max()
+        .unwrap();
+    let mut cp = Checkpoint::load(storage.as_ref(), seq, Hasher::Blake3).unwrap();
+    let (prefix, node) = cp.dir.locate(&key);
+    let DirNode::Page(r) = node.as_ref() else {
+        panic!("no page holds the key");
+    };
+    let PageLoc::Disk(page_loc) = r.loc else {
+        panic!("the page is not on disk");
+    };
+    let segments = Segments::new(storage.clone(), Hasher::Blake3, options().segment_blocks());
+    let page = segments.read_page(page_loc, r.checksum, &prefix).unwrap();
+    let Some(ValueRef::External(x)) = page.get(&key) else {
+        panic!("the value is not in the value log");
+    };
+
+    // The value record's header claims `len` bytes, with a matching checksum.
+    let value_file = storage
+        .open(
+            &segment_file_name(loc_segment(x.loc)),
+            OpenOptions {
+                create: false,
+                direct: false,
+            },
+        )
+        .unwrap();
+    value_file
+        .write_at(&encode_value_header(&key, len, &x.hash), loc_offset(x.loc))
+        .unwrap();
+    // The page claims it too (its trie node commits to the hash only, so the root is unchanged).
+    let claimed = ExternalValue { len, ..x };
+    let rebuilt = Page::build(
+        Hasher::Blake3,
+        *page.prefix(),
+        page.seq(),
+        &[(key, ValueRef::External(claimed))],
+    )
+    .unwrap();
+    let page_file = storage
+        .open(
+            &segment_file_name(loc_segment(page_loc)),
+            OpenOptions {
+                create: false,
+                direct: false,
+            },
+        )
+        .unwrap();
+    page_file
+        .write_at(&rebuilt.block().0, loc_offset(page_loc))
+        .unwrap();
+    // And the checkpoint's directory holds the crafted page's checksum.
+    let crafted_ref = Arc::new(DirNode::Page(PageRef {
+        checksum: sprig::codec::checksum(&rebuilt.block().0),
+        ..r.clone()
+    }));
+    let root = cp.dir.root_node();
+    cp.dir = cp.dir.replace(vec![(prefix, crafted_ref)]).unwrap();
+    assert_eq!(cp.dir.root_node(), root);
+    cp.store(storage.as_ref()).unwrap();
+    (storage, key)
+}
+
+#[test]
+fn a_crafted_value_length_is_corruption_without_allocating_it() {
+    for len in [64 << 20, MAX_VALUE_BYTES as u64] {
+        let (storage, key) = crafted(len);
+        let db = Db::open_with_storage(storage, options()).unwrap();
+        let view = db.view();
+        let (got, peak) = measure(|| view.get(&key));
+        let e = got.expect_err("a crafted length was served");
+        assert!(e.is_corruption(), "len {len}: {e}");
+        assert!(
+            e.to_string()
+                .contains("seg-0000000001.dat at offset 0: value record extends past"),
+            "len {len}: {e}"
+        );
+        println!("crafted value length {len}: {e}; heap peak {peak} bytes");
+        assert!(
+            peak < PEAK_LIMIT_BYTES,
+            "len {len}: the read allocated {peak} bytes"
+        );
+        // The same through a batch.
+        let mut batch = db.begin();
+        let (got, peak) = measure(|| batch.get(&key));
+        assert!(got.is_err_and(|e| e.is_corruption()), "len {len}: batch");
+        assert!(
+            peak < PEAK_LIMIT_BYTES,
+            "len {len}: a batch read {peak} bytes"
+        );
+    }
+}
