@@ -79,6 +79,7 @@ fn hostile(c: &mut Choices<'_>, h: sprig::Hasher) {
         seq: 1,
         wal_id: 1,
         wal_offset: 0,
+        durable_seq: 1,
         table,
         dir,
     };
