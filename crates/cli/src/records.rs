@@ -2,8 +2,8 @@
 //! format, read one record at a time with bounded lengths and every malformation reported
 //! with its line or byte offset (never a panic).
 //!
-//! JSON Lines: one object per line, `{"key": "<key>", "value": "<value>"}`; a `null` value
-//! deletes the key. Blank lines are skipped.
+//! JSON Lines: one object per line, `{"key": "<key>", "value": "<value>"}`; both fields are
+//! required, and only an explicit `"value": null` deletes the key. Blank lines are skipped.
 //!
 //! Binary (all integers little-endian):
 //! - header: magic `SPKV`, format version `1`, key kind (`0`: 32-byte key paths, `1`: byte keys
@@ -53,8 +53,25 @@ pub type Change = (KeyPath, Option<Vec<u8>>);
 #[serde(deny_unknown_fields)]
 struct JsonRecord {
     key: String,
-    #[serde(default)]
+    /// Required: a string sets the key, `null` deletes it. A plain `Option` field would read a
+    /// missing `"value"` as `None` and so delete the key silently; `deserialize_with` turns
+    /// that into a "missing field" error.
+    #[serde(deserialize_with = "Option::deserialize")]
     value: Option<String>,
+}
+
+/// A JSON error of one line, positioned by column only (the line is the record's own, which
+/// the caller names).
+fn json_error(e: &serde_json::Error) -> String {
+    let text = e.to_string();
+    let position = format!(" at line {} column {}", e.line(), e.column());
+    let what = text.strip_suffix(&position).unwrap_or(&text);
+    let hint = if what == "missing field `value`" {
+        " (a record needs \"value\": a string, or null to delete the key)"
+    } else {
+        ""
+    };
+    format!("{what}{hint} (column {})", e.column())
 }
 
 /// Reads records from a file, one at a time.
@@ -179,7 +196,7 @@ impl RecordReader {
                 continue;
             }
             let record: JsonRecord =
-                serde_json::from_slice(&line).map_err(|e| self.bad(e.to_string()))?;
+                serde_json::from_slice(&line).map_err(|e| self.bad(json_error(&e)))?;
             let key = self
                 .keys
                 .parse(self.hasher, &record.key)
@@ -439,5 +456,10 @@ mod tests {
             read_all(format!("{{\"key\":\"{}\",\"value\":null}}", hex(&[1; 32])).as_bytes())
                 .unwrap();
         assert_eq!(deleted, vec![([1; 32], None)]);
+        // A missing value is an error, never a delete.
+        let err = read_all(format!("{{\"key\":\"{}\"}}", hex(&[1; 32])).as_bytes())
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("line 1: missing field `value`"), "{err}");
     }
 }
