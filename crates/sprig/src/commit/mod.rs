@@ -8,13 +8,17 @@
 //!
 //! - `batch`: the write batch and `finish`;
 //! - `rewrite`: the per-region work (prove, apply, lay out pages) and merges;
-//! - `write`: the durable part (allocation, writes, syncs, the record, checkpoints).
+//! - `write`: the durable part (allocation, writes, syncs, the record, checkpoints);
+//! - `import`: a sorted stream of changes of any length applied as one commit, region by
+//!   region, in bounded memory (it reuses `rewrite` and `write`).
 
 mod batch;
+mod import;
 mod rewrite;
 mod write;
 
 pub use batch::WriteBatch;
+pub use import::{ImportOptions, DEFAULT_IMPORT_MEMORY_BYTES, MIN_IMPORT_MEMORY_BYTES};
 
 use crate::cleaner::CleanMode;
 use crate::db::Db;

@@ -23,9 +23,9 @@ use std::sync::Arc;
 
 /// Where the value records written by a commit went.
 #[derive(Default)]
-struct ValueLocs {
+pub(super) struct ValueLocs {
     /// New values, by key.
-    new: HashMap<KeyPath, u64>,
+    pub(super) new: HashMap<KeyPath, u64>,
     /// Relocated values: old location → new location.
     moved: HashMap<u64, u64>,
     /// The overlay's parent: values its pages inherited from committed ancestor overlays.
@@ -43,7 +43,7 @@ impl ValueLocs {
 }
 
 /// The blocks of a value record.
-fn value_blocks(value: &[u8]) -> Result<u32> {
+pub(super) fn value_blocks(value: &[u8]) -> Result<u32> {
     u32::try_from(value_record_blocks(value.len() as u64)).map_err(|_| Error::ValueTooLarge {
         len: value.len() as u64,
         max: MAX_VALUE_BYTES as u64,
@@ -52,14 +52,14 @@ fn value_blocks(value: &[u8]) -> Result<u32> {
 
 /// What a commit's page writes produce: each page as written (value pointers resolved), by
 /// location; and each in-memory page with its location and checksum, to release once durable.
-type WrittenPages<'a> = (
+pub(super) type WrittenPages<'a> = (
     &'a mut Vec<(u64, Arc<Page>)>,
     &'a mut Vec<(Arc<MemoryPage>, u64, u64)>,
 );
 
 /// Blocks to write at a location.
-struct Write {
-    loc: u64,
+pub(super) struct Write {
+    pub(super) loc: u64,
     blocks: BlockBuf,
 }
 
@@ -279,7 +279,7 @@ impl Inner {
     }
 
     /// Allocate and queue the record of one value; returns its location.
-    fn queue_value(
+    pub(super) fn queue_value(
         &self,
         table: &mut crate::log::segments::SegmentTable,
         writes: &mut Vec<Write>,
@@ -299,7 +299,7 @@ impl Inner {
     ///
     /// Recurses once per directory level (up to 256): the frame must stay small, so pages are
     /// handled in [`Inner::write_page`].
-    fn write_subtree(
+    pub(super) fn write_subtree(
         &self,
         node: &Arc<DirNode>,
         locs: &ValueLocs,
@@ -388,7 +388,12 @@ impl Inner {
 
     /// Write every queued block run (contiguous runs in one call each) and sync each segment
     /// written to, and the directory if segment files were created. Returns the bytes written.
-    fn write_blocks(&self, writes: &[Write], created: &BTreeSet<u32>, sync: bool) -> Result<u64> {
+    pub(super) fn write_blocks(
+        &self,
+        writes: &[Write],
+        created: &BTreeSet<u32>,
+        sync: bool,
+    ) -> Result<u64> {
         let mut order: Vec<&Write> = writes.iter().collect();
         order.sort_by_key(|w| w.loc);
         let mut total = 0u64;
@@ -427,19 +432,25 @@ impl Inner {
             failpoint!("commit.segment_created");
         }
         if sync {
-            for segment in &touched {
-                self.segments
-                    .file(*segment, false)?
-                    .sync()
-                    .map_err(|e| Error::io("syncing", segment_file_name(*segment), e))?;
-            }
-            if !created.is_empty() {
-                self.storage
-                    .sync_dir()
-                    .map_err(|e| Error::io("syncing", "the database directory", e))?;
-            }
+            self.sync_segments(&touched, !created.is_empty())?;
         }
         Ok(total)
+    }
+
+    /// Sync each of the segments `touched`, then the directory if segment files were created.
+    pub(super) fn sync_segments(&self, touched: &BTreeSet<u32>, created: bool) -> Result<()> {
+        for segment in touched {
+            self.segments
+                .file(*segment, false)?
+                .sync()
+                .map_err(|e| Error::io("syncing", segment_file_name(*segment), e))?;
+        }
+        if created {
+            self.storage
+                .sync_dir()
+                .map_err(|e| Error::io("syncing", "the database directory", e))?;
+        }
+        Ok(())
     }
 
     /// Housekeeping after a commit: checkpoint when the log has grown, delete segments no
@@ -540,10 +551,16 @@ impl Inner {
 
 /// For every segment written to, its fill after the writes, in allocation order.
 fn segment_heads(table: &crate::log::segments::SegmentTable, writes: &[Write]) -> Vec<(u32, u32)> {
-    let mut ids: Vec<u32> = writes.iter().map(|w| loc_segment(w.loc)).collect();
-    ids.sort_unstable();
-    ids.dedup();
-    ids.into_iter()
-        .map(|id| (id, table.segments.get(&id).map_or(0, |m| m.used_blocks)))
+    let ids: BTreeSet<u32> = writes.iter().map(|w| loc_segment(w.loc)).collect();
+    segment_heads_of(table, &ids)
+}
+
+/// The fill of each segment of `ids`, in allocation order (segment ids grow as segments fill).
+pub(super) fn segment_heads_of(
+    table: &crate::log::segments::SegmentTable,
+    ids: &BTreeSet<u32>,
+) -> Vec<(u32, u32)> {
+    ids.iter()
+        .map(|id| (*id, table.segments.get(id).map_or(0, |m| m.used_blocks)))
         .collect()
 }
