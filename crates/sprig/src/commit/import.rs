@@ -53,9 +53,13 @@ pub const DEFAULT_IMPORT_MEMORY_BYTES: u64 = 128 << 20;
 /// What one buffered change counts against the budget besides its value: the change itself,
 /// its key and value hash in the rewrite, its proof nodes and its entry in the region's list.
 const CHANGE_COST_BYTES: usize = 256;
-/// What one region of a round counts against the budget: its old page, its new page, and the
-/// copies of the new page queued and gathered for writing.
-const REGION_COST_BYTES: usize = 5 * BLOCK_BYTES;
+/// What one region of a round counts against the budget: its old page and its new page (each
+/// an aligned 4 KiB block behind a reference count: 8 KiB and the allocator's alignment
+/// slack), and room for a split.
+const REGION_COST_BYTES: usize = 8 * BLOCK_BYTES;
+/// Queued blocks are written once they reach this many bytes (a write gathers them into
+/// runs, a second copy).
+const WRITE_BATCH_BYTES: usize = 8 << 20;
 
 /// Options of [`Db::import_sorted`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -306,7 +310,9 @@ impl<'a> Import<'a> {
                 _ => None,
             })
             .collect();
-        let mut pages = inner.load_pages(&wanted, ReadKind::Batch)?.into_iter();
+        let mut pages = inner
+            .load_pages_with(&wanted, ReadKind::Batch, false)?
+            .into_iter();
 
         // Deletes of absent keys change nothing: drop them, and regions left unchanged.
         let mut kept: Vec<Change> = Vec::with_capacity(changes.len());
@@ -339,9 +345,12 @@ impl<'a> Import<'a> {
         drop(pages);
         let keys: Vec<KeyPath> = kept.iter().map(|(k, _)| *k).collect();
         let rewritten = rewrite_regions(inner.hasher, self.seq, &works, &keys, &kept)?;
-        drop(keys);
+        // The old pages are no longer needed.
+        let prefixes: Vec<Prefix> = works.iter().map(|w| w.prefix).collect();
+        drop((keys, works));
 
-        // Value records first (the pages point at them), then the pages, in key order.
+        // Value records first (the pages point at them), then the pages, in key order. New
+        // pages are self-contained, so the changes go once their large values are queued.
         let mut writes: Vec<Write> = Vec::new();
         let mut locs = ValueLocs::default();
         for (key, value) in &kept {
@@ -349,11 +358,13 @@ impl<'a> Import<'a> {
                 let l = inner.queue_value(&mut self.table, &mut writes, key, v)?;
                 locs.new.insert(*key, l);
                 self.values_written.push((l, value_blocks(v)?, *key));
+                self.write_if_full(&mut writes)?;
             }
         }
+        drop(kept);
         let mut written = Vec::new();
         let mut in_memory = Vec::new();
-        for (work, r) in works.iter().zip(rewritten) {
+        for (prefix, r) in prefixes.into_iter().zip(rewritten) {
             if !r.freed_unwritten.is_empty() {
                 return Err(Error::internal(
                     "an import replaced a value that was never written",
@@ -371,11 +382,24 @@ impl<'a> Import<'a> {
                 &mut writes,
                 &mut (&mut written, &mut in_memory),
             )?;
-            self.units.push((work.prefix, node));
+            self.units.push((prefix, node));
+            // The region's pages are queued as blocks: free them.
+            self.pages += written.len() as u64;
+            written.clear();
+            in_memory.clear();
+            self.write_if_full(&mut writes)?;
         }
-        self.pages += written.len() as u64;
-        drop((written, in_memory, kept, works));
         self.write(&writes)
+    }
+
+    /// Write the queued blocks once they hold [`WRITE_BATCH_BYTES`].
+    fn write_if_full(&mut self, writes: &mut Vec<Write>) -> Result<()> {
+        let queued: usize = writes.iter().map(Write::len).sum();
+        if queued >= WRITE_BATCH_BYTES {
+            self.write(writes)?;
+            writes.clear();
+        }
+        Ok(())
     }
 
     /// Write queued blocks (not synced); a failure poisons the writer.
@@ -413,7 +437,7 @@ impl<'a> Import<'a> {
         let page = match node.as_ref() {
             DirNode::Page(r) => self
                 .inner
-                .load_pages(&[(prefix, r.clone())], ReadKind::Batch)?
+                .load_pages_with(&[(prefix, r.clone())], ReadKind::Batch, false)?
                 .pop(),
             _ => None,
         };

@@ -63,6 +63,13 @@ pub(super) struct Write {
     blocks: BlockBuf,
 }
 
+impl Write {
+    /// The bytes to write.
+    pub(super) fn len(&self) -> usize {
+        self.blocks.len()
+    }
+}
+
 impl Inner {
     /// Commit the overlay `pending` and its uncommitted ancestors (oldest first), with
     /// cleaning in `mode`. Returns what the last commit did.
