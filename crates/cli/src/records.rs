@@ -1,6 +1,7 @@
 //! Files of key-value records for `import` and `export`: JSON Lines and a compact binary
 //! format, read one record at a time with bounded lengths and every malformation reported
-//! with its line or byte offset (never a panic).
+//! with its line or byte offset (never a panic). The input is read front to back exactly once
+//! (never reopened or rewound), so it may be a pipe, a FIFO or stdin (`-`).
 //!
 //! JSON Lines: one object per line, `{"key": "<key>", "value": "<value>"}`; both fields are
 //! required, and only an explicit `"value": null` deletes the key. Blank lines are skipped.
@@ -19,7 +20,7 @@ use crate::keys::{KeyFormat, ValueFormat};
 use clap::ValueEnum;
 use sprig_core::{Hasher, KeyPath};
 use std::fs::File;
-use std::io::{BufRead, BufReader, BufWriter, Read, Write};
+use std::io::{BufRead, BufReader, BufWriter, Chain, Cursor, Read, Write};
 
 /// The magic bytes of the binary format.
 const MAGIC: &[u8; 4] = b"SPKV";
@@ -74,10 +75,18 @@ fn json_error(e: &serde_json::Error) -> String {
     format!("{what}{hint} (column {})", e.column())
 }
 
-/// Reads records from a file, one at a time.
+/// An input: its first bytes (read to detect the format), then the rest.
+type Input = Chain<Cursor<Vec<u8>>, Box<dyn Read>>;
+
+/// The name of stdin in messages.
+pub const STDIN_NAME: &str = "stdin";
+
+/// Reads records from a file, a pipe or stdin, one at a time.
 pub struct RecordReader {
     name: String,
-    input: BufReader<File>,
+    input: BufReader<Input>,
+    /// The input's size when it is a regular file (for progress).
+    size: Option<u64>,
     format: FileFormat,
     /// Binary files only: keys are byte keys to hash.
     byte_keys: bool,
@@ -91,8 +100,9 @@ pub struct RecordReader {
 }
 
 impl RecordReader {
-    /// Open `path`; the format is detected from the first bytes unless given. `keys` and
-    /// `values` say how JSON Lines strings are written (binary files say so in their header).
+    /// Open `path` (`-`: stdin); the format is detected from the first bytes unless given.
+    /// `keys` and `values` say how JSON Lines strings are written (binary files say so in
+    /// their header).
     pub fn open(
         path: &str,
         format: Option<FileFormat>,
@@ -100,11 +110,25 @@ impl RecordReader {
         keys: KeyFormat,
         values: ValueFormat,
     ) -> CliResult<RecordReader> {
-        let file = File::open(path).map_err(|e| CliError::io("opening", path, e))?;
-        let mut input = BufReader::with_capacity(1 << 20, file);
-        let head = input
-            .fill_buf()
-            .map_err(|e| CliError::io("reading", path, e))?;
+        let (name, mut source, size): (&str, Box<dyn Read>, Option<u64>) = if path == "-" {
+            (STDIN_NAME, Box::new(std::io::stdin().lock()), None)
+        } else {
+            // A FIFO's open waits for a writer; a pipe (`/dev/stdin`, `<(...)`) opens at once.
+            let file = File::open(path).map_err(|e| CliError::io("opening", path, e))?;
+            let size = file
+                .metadata()
+                .ok()
+                .filter(|m| m.is_file())
+                .map(|m| m.len());
+            (path, Box::new(file), size)
+        };
+        // The first bytes decide the format: read until there are enough of them or the input
+        // ends (a pipe may deliver them a few at a time), and keep them for the reader.
+        let mut head = Vec::with_capacity(MAGIC.len());
+        (&mut source)
+            .take(MAGIC.len() as u64)
+            .read_to_end(&mut head)
+            .map_err(|e| CliError::io("reading", name, e))?;
         let looks_binary = head.starts_with(MAGIC);
         let format = format.unwrap_or(if looks_binary {
             FileFormat::Binary
@@ -112,8 +136,9 @@ impl RecordReader {
             FileFormat::Jsonl
         });
         let mut reader = RecordReader {
-            name: path.to_string(),
-            input,
+            name: name.to_string(),
+            input: BufReader::with_capacity(1 << 20, Cursor::new(head).chain(source)),
+            size,
             format,
             byte_keys: false,
             hasher,
@@ -133,6 +158,16 @@ impl RecordReader {
     /// Bytes consumed so far (for progress).
     pub fn bytes_read(&self) -> u64 {
         self.offset
+    }
+
+    /// The input's size, when it is a regular file.
+    pub fn size(&self) -> Option<u64> {
+        self.size
+    }
+
+    /// The input's name in messages (`stdin` for `-`).
+    pub fn name(&self) -> &str {
+        &self.name
     }
 
     fn bad(&self, what: impl Into<String>) -> CliError {
