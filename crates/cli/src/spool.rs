@@ -359,6 +359,22 @@ mod tests {
     }
 
     #[test]
+    fn a_merge_that_loses_records_fails_at_its_end() {
+        for dedup in [false, true] {
+            let mut spool = spooled(&[(1, Some(1)), (2, None), (1, Some(2))], 200);
+            spool.records += 1;
+            let results: Vec<CliResult<Change>> = spool.merge(dedup).unwrap().collect();
+            let last = results.last().expect("an item");
+            let err = last
+                .as_ref()
+                .expect_err("the last item is the error")
+                .to_string();
+            assert!(err.contains("4 records were read but 3 came back"), "{err}");
+            assert!(results[..results.len() - 1].iter().all(Result::is_ok));
+        }
+    }
+
+    #[test]
     fn an_empty_spool_merges_to_nothing() {
         assert!(merged(spooled(&[], 0), true).is_empty());
     }

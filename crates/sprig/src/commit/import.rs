@@ -91,8 +91,9 @@ impl Db {
     /// an error or a crash before leaves the previous one. The first error of `changes` stops
     /// the import and is returned; so are keys out of order or repeated
     /// ([`Error::InvalidArgument`]) and values above [`crate::MAX_VALUE_BYTES`]. No witness is
-    /// made and the cleaner does not run. The writer is held throughout, so other commits
-    /// wait, and overlays built on the previous version become stale.
+    /// made and the cleaner does not run. The writer is held throughout: other commits wait
+    /// (so `changes` must not commit to this database itself), and overlays built on the
+    /// previous version become stale.
     ///
     /// [`WriteBatch`]: crate::WriteBatch
     pub fn import_sorted<I>(&self, changes: I, options: &ImportOptions) -> Result<CommitInfo>
