@@ -6,7 +6,8 @@
 //! during the import, a region too large for the budget (an import into a database of one page,
 //! and into one emptied by deletes: split into virtual regions), and mass deletes that leave
 //! sparse regions to merge. A stream out of order, repeating a key, or failing midway changes
-//! nothing and leaves the database usable.
+//! nothing and leaves the database usable; a stream of deletes of absent keys is an empty
+//! commit.
 //!
 //! Replay a failure with `SPRIG_TEST_SEED=<seed> cargo test --test import_sorted`.
 
@@ -233,6 +234,21 @@ fn a_bad_or_failing_stream_changes_nothing_and_the_database_stays_usable() {
         .unwrap_err();
     assert!(matches!(err, Error::InvalidArgument(_)), "{err}");
     unchanged(&db, "a repeated key");
+
+    // Nothing but deletes of absent keys: an empty commit.
+    let absent: BTreeMap<KeyPath, Option<Vec<u8>>> =
+        (0..100).map(|_| (key(&mut rng), None)).collect();
+    let info = db
+        .import_sorted(absent.into_iter().map(Ok), &small_budget())
+        .unwrap();
+    assert_eq!(
+        (info.seq, info.root, info.pages_written),
+        (seq + 1, root, 0)
+    );
+    let (seq, root) = (db.seq(), db.root());
+    let unchanged = |db: &Db, what: &str| {
+        assert_eq!((db.seq(), db.root()), (seq, root), "{what}");
+    };
 
     // A source that fails after several rounds were written (10,000 changes cost about three
     // times the budget; value-log values among them).
