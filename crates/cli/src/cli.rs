@@ -73,14 +73,18 @@ pub enum Command {
     /// Load key-values from a JSON Lines or binary file, atomically.
     #[command(after_help = "\
 An import is all or nothing: into an empty database it is a bulk load published at the
-end; otherwise every record is staged in one batch and committed once. An import that is
-interrupted or meets a bad record leaves the database exactly as it was.
+end; otherwise it is one commit of every record. The input is read once (a pipe, a FIFO or
+`-` for stdin work) and its records held in at most --memory-mib of RAM, the rest sorted
+into temporary files in the database directory. An import that is interrupted or meets a
+bad record leaves the database exactly as it was.
 
-JSON Lines: {\"key\": \"<key>\", \"value\": \"<value>\"} per line; \"value\": null deletes.
+JSON Lines: {\"key\": \"<key>\", \"value\": \"<value>\"} per line; \"value\": null deletes,
+a record without \"value\" is an error.
 Binary: the format `export --format binary` writes (see docs/CLI.md).
 
 Examples:
   sprig --db ./state import state.jsonl
+  gunzip -c state.jsonl.gz | sprig --db ./state import -
   sprig --db ./state import --key-format text --value-format text accounts.jsonl
   sprig --db ./copy import state.bin")]
     Import(ImportArgs),
@@ -206,10 +210,13 @@ pub struct DeleteArgs {
     pub key: Vec<String>,
 }
 
+/// The default memory budget of `import`, in MiB.
+pub const DEFAULT_IMPORT_MEMORY_MIB: u64 = 256;
+
 /// `import`.
 #[derive(Debug, Args)]
 pub struct ImportArgs {
-    /// The input file.
+    /// The input file (`-`: stdin; pipes and FIFOs work, the input is read once).
     pub file: String,
     /// The file format (detected from the file's first bytes if not given).
     #[arg(long, value_enum)]
@@ -219,6 +226,16 @@ pub struct ImportArgs {
     /// How JSON Lines values are written.
     #[arg(long, short = 'v', value_enum, default_value_t = ValueFormat::Hex)]
     pub value_format: ValueFormat,
+    /// Memory for records and pages in flight, in MiB (8 to 1048576): half holds the records
+    /// read (sorted runs past it go to temporary files in the database directory), half the
+    /// engine's pages; the import's size does not change it.
+    #[arg(
+        long,
+        value_name = "MIB",
+        default_value_t = DEFAULT_IMPORT_MEMORY_MIB,
+        value_parser = clap::value_parser!(u64).range(8..=1 << 20)
+    )]
+    pub memory_mib: u64,
 }
 
 /// `export`.

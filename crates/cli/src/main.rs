@@ -15,6 +15,7 @@ mod output;
 mod progress;
 mod proofdoc;
 mod records;
+mod spool;
 
 use clap::Parser;
 

@@ -1,9 +1,10 @@
 //! Files of key-value records for `import` and `export`: JSON Lines and a compact binary
 //! format, read one record at a time with bounded lengths and every malformation reported
-//! with its line or byte offset (never a panic).
+//! with its line or byte offset (never a panic). The input is read front to back exactly once
+//! (never reopened or rewound), so it may be a pipe, a FIFO or stdin (`-`).
 //!
-//! JSON Lines: one object per line, `{"key": "<key>", "value": "<value>"}`; a `null` value
-//! deletes the key. Blank lines are skipped.
+//! JSON Lines: one object per line, `{"key": "<key>", "value": "<value>"}`; both fields are
+//! required, and only an explicit `"value": null` deletes the key. Blank lines are skipped.
 //!
 //! Binary (all integers little-endian):
 //! - header: magic `SPKV`, format version `1`, key kind (`0`: 32-byte key paths, `1`: byte keys
@@ -19,7 +20,7 @@ use crate::keys::{KeyFormat, ValueFormat};
 use clap::ValueEnum;
 use sprig_core::{Hasher, KeyPath};
 use std::fs::File;
-use std::io::{BufRead, BufReader, BufWriter, Read, Write};
+use std::io::{BufRead, BufReader, BufWriter, Chain, Cursor, Read, Write};
 
 /// The magic bytes of the binary format.
 const MAGIC: &[u8; 4] = b"SPKV";
@@ -53,14 +54,39 @@ pub type Change = (KeyPath, Option<Vec<u8>>);
 #[serde(deny_unknown_fields)]
 struct JsonRecord {
     key: String,
-    #[serde(default)]
+    /// Required: a string sets the key, `null` deletes it. A plain `Option` field would read a
+    /// missing `"value"` as `None` and so delete the key silently; `deserialize_with` turns
+    /// that into a "missing field" error.
+    #[serde(deserialize_with = "Option::deserialize")]
     value: Option<String>,
 }
 
-/// Reads records from a file, one at a time.
+/// A JSON error of one line, positioned by column only (the line is the record's own, which
+/// the caller names).
+fn json_error(e: &serde_json::Error) -> String {
+    let text = e.to_string();
+    let position = format!(" at line {} column {}", e.line(), e.column());
+    let what = text.strip_suffix(&position).unwrap_or(&text);
+    let hint = if what == "missing field `value`" {
+        " (a record needs \"value\": a string, or null to delete the key)"
+    } else {
+        ""
+    };
+    format!("{what}{hint} (column {})", e.column())
+}
+
+/// An input: its first bytes (read to detect the format), then the rest.
+type Input = Chain<Cursor<Vec<u8>>, Box<dyn Read>>;
+
+/// The name of stdin in messages.
+pub const STDIN_NAME: &str = "stdin";
+
+/// Reads records from a file, a pipe or stdin, one at a time.
 pub struct RecordReader {
     name: String,
-    input: BufReader<File>,
+    input: BufReader<Input>,
+    /// The input's size when it is a regular file (for progress).
+    size: Option<u64>,
     format: FileFormat,
     /// Binary files only: keys are byte keys to hash.
     byte_keys: bool,
@@ -74,8 +100,9 @@ pub struct RecordReader {
 }
 
 impl RecordReader {
-    /// Open `path`; the format is detected from the first bytes unless given. `keys` and
-    /// `values` say how JSON Lines strings are written (binary files say so in their header).
+    /// Open `path` (`-`: stdin); the format is detected from the first bytes unless given.
+    /// `keys` and `values` say how JSON Lines strings are written (binary files say so in
+    /// their header).
     pub fn open(
         path: &str,
         format: Option<FileFormat>,
@@ -83,11 +110,25 @@ impl RecordReader {
         keys: KeyFormat,
         values: ValueFormat,
     ) -> CliResult<RecordReader> {
-        let file = File::open(path).map_err(|e| CliError::io("opening", path, e))?;
-        let mut input = BufReader::with_capacity(1 << 20, file);
-        let head = input
-            .fill_buf()
-            .map_err(|e| CliError::io("reading", path, e))?;
+        let (name, mut source, size): (&str, Box<dyn Read>, Option<u64>) = if path == "-" {
+            (STDIN_NAME, Box::new(std::io::stdin().lock()), None)
+        } else {
+            // A FIFO's open waits for a writer; a pipe (`/dev/stdin`, `<(...)`) opens at once.
+            let file = File::open(path).map_err(|e| CliError::io("opening", path, e))?;
+            let size = file
+                .metadata()
+                .ok()
+                .filter(|m| m.is_file())
+                .map(|m| m.len());
+            (path, Box::new(file), size)
+        };
+        // The first bytes decide the format: read until there are enough of them or the input
+        // ends (a pipe may deliver them a few at a time), and keep them for the reader.
+        let mut head = Vec::with_capacity(MAGIC.len());
+        (&mut source)
+            .take(MAGIC.len() as u64)
+            .read_to_end(&mut head)
+            .map_err(|e| CliError::io("reading", name, e))?;
         let looks_binary = head.starts_with(MAGIC);
         let format = format.unwrap_or(if looks_binary {
             FileFormat::Binary
@@ -95,8 +136,9 @@ impl RecordReader {
             FileFormat::Jsonl
         });
         let mut reader = RecordReader {
-            name: path.to_string(),
-            input,
+            name: name.to_string(),
+            input: BufReader::with_capacity(1 << 20, Cursor::new(head).chain(source)),
+            size,
             format,
             byte_keys: false,
             hasher,
@@ -116,6 +158,16 @@ impl RecordReader {
     /// Bytes consumed so far (for progress).
     pub fn bytes_read(&self) -> u64 {
         self.offset
+    }
+
+    /// The input's size, when it is a regular file.
+    pub fn size(&self) -> Option<u64> {
+        self.size
+    }
+
+    /// The input's name in messages (`stdin` for `-`).
+    pub fn name(&self) -> &str {
+        &self.name
     }
 
     fn bad(&self, what: impl Into<String>) -> CliError {
@@ -179,7 +231,7 @@ impl RecordReader {
                 continue;
             }
             let record: JsonRecord =
-                serde_json::from_slice(&line).map_err(|e| self.bad(e.to_string()))?;
+                serde_json::from_slice(&line).map_err(|e| self.bad(json_error(&e)))?;
             let key = self
                 .keys
                 .parse(self.hasher, &record.key)
@@ -439,5 +491,10 @@ mod tests {
             read_all(format!("{{\"key\":\"{}\",\"value\":null}}", hex(&[1; 32])).as_bytes())
                 .unwrap();
         assert_eq!(deleted, vec![([1; 32], None)]);
+        // A missing value is an error, never a delete.
+        let err = read_all(format!("{{\"key\":\"{}\"}}", hex(&[1; 32])).as_bytes())
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("line 1: missing field `value`"), "{err}");
     }
 }

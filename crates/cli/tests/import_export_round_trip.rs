@@ -19,12 +19,12 @@ fn both_formats_round_trip_to_the_same_root() {
         assert_eq!(run.json()["records"], 2999);
         assert_eq!(root(d, &copy), want);
     }
-    // Into a database that already has commits: one batch, same result.
+    // Into a database that already has commits: one commit, same result.
     sprig(d, &["--db", "batch", "init"]).expect(0);
     sprig(d, &["--db", "batch", "put", "-k", "text", "key-7", "x"]).expect(0);
     sprig(d, &["--db", "batch", "delete", "-k", "text", "key-7"]).expect(0);
     let run = sprig(d, &["--db", "batch", "--json", "import", "out.bin"]).expect(0);
-    assert_eq!(run.json()["mode"], "one batch");
+    assert_eq!(run.json()["mode"], "one commit");
     assert_eq!(root(d, "batch"), want);
     let run = sprig(d, &["--db", "src", "export", "-"]).expect(0);
     assert_eq!(run.stdout.lines().count(), 2999);

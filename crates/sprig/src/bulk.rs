@@ -58,6 +58,27 @@ pub struct BulkProgress {
     pub total: u64,
 }
 
+/// Options of [`Db::bulk_load_with`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BulkOptions {
+    /// Bytes of input buffered in memory before it is spilled to temporary files. Default:
+    /// 256 MiB.
+    pub buffer_bytes: u64,
+    /// The number of items the source holds, when the caller knows it (it counted the records
+    /// it read, say): a load that receives another number fails with
+    /// [`Error::CountMismatch`] before anything is published.
+    pub expected_items: Option<u64>,
+}
+
+impl Default for BulkOptions {
+    fn default() -> Self {
+        BulkOptions {
+            buffer_bytes: BUFFER_BYTES as u64,
+            expected_items: None,
+        }
+    }
+}
+
 /// What a bulk load built.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct BulkReport {
@@ -480,12 +501,42 @@ impl Db {
         self.bulk_load_buffered(items, progress, BUFFER_BYTES)
     }
 
+    /// [`Db::try_bulk_load`] with options: the input buffer, and the number of items the
+    /// source must hold.
+    pub fn bulk_load_with<I>(
+        &self,
+        items: I,
+        options: &BulkOptions,
+        progress: &mut dyn FnMut(BulkProgress),
+    ) -> Result<BulkReport>
+    where
+        I: IntoIterator<Item = Result<(KeyPath, Vec<u8>)>>,
+    {
+        let buffer_bytes = usize::try_from(options.buffer_bytes).unwrap_or(usize::MAX);
+        self.bulk_load_checked(items, progress, buffer_bytes, options.expected_items)
+    }
+
     /// [`Db::try_bulk_load`] with `buffer_bytes` of input held in memory before spilling.
     fn bulk_load_buffered<I>(
         &self,
         items: I,
         progress: &mut dyn FnMut(BulkProgress),
         buffer_bytes: usize,
+    ) -> Result<BulkReport>
+    where
+        I: IntoIterator<Item = Result<(KeyPath, Vec<u8>)>>,
+    {
+        self.bulk_load_checked(items, progress, buffer_bytes, None)
+    }
+
+    /// The bulk load: partition `items`, check their number against `expected`, build,
+    /// publish.
+    fn bulk_load_checked<I>(
+        &self,
+        items: I,
+        progress: &mut dyn FnMut(BulkProgress),
+        buffer_bytes: usize,
+        expected: Option<u64>,
     ) -> Result<BulkReport>
     where
         I: IntoIterator<Item = Result<(KeyPath, Vec<u8>)>>,
@@ -500,7 +551,15 @@ impl Db {
         let mut buckets = Buckets::new(inner, buffer_bytes);
         // Partitioning only fills spill files: a failure there leaves the database as it was.
         // Building writes segment blocks: from there on a failure poisons the writer.
-        let result = partition(&mut buckets, items, progress).and_then(|seen| {
+        let partitioned =
+            partition(&mut buckets, items, progress).and_then(|seen| match expected {
+                Some(expected) if expected != seen => Err(Error::CountMismatch {
+                    expected,
+                    received: seen,
+                }),
+                _ => Ok(seen),
+            });
+        let result = partitioned.and_then(|seen| {
             w.guarded(|w| self.build_and_publish(w, &mut buckets, seen, progress))
         });
         buckets.remove_files();
@@ -530,6 +589,8 @@ impl Db {
         };
         let mut subtrees: Vec<Option<Arc<DirNode>>> = vec![None; jobs.len()];
         let mut entries = 0u64;
+        // Items read back from the buckets: every item partitioned, once.
+        let mut read_back = 0u64;
         for (chunk_index, chunk) in jobs.chunks(WORKERS).enumerate() {
             let loaded: Vec<Vec<(KeyPath, Vec<u8>)>> = chunk
                 .iter()
@@ -541,6 +602,7 @@ impl Db {
                     Ok(all)
                 })
                 .collect::<Result<_>>()?;
+            read_back += loaded.iter().map(|items| items.len() as u64).sum::<u64>();
             let hasher = inner.hasher;
             let built: Vec<Built> = std::thread::scope(|s| {
                 let handles: Vec<_> = chunk
@@ -570,6 +632,11 @@ impl Db {
             });
         }
         out.flush()?;
+        if read_back != seen {
+            return Err(Error::internal(format!(
+                "bulk load: {read_back} items read back from the partitions of {seen}"
+            )));
+        }
 
         fn assemble(
             hasher: Hasher,
@@ -637,6 +704,33 @@ mod tests {
         // Not poisoned: a good load succeeds afterwards.
         let good = (0..100u32).map(|i| (Hasher::Blake3.hash_value(&i.to_le_bytes()), vec![2u8]));
         assert_eq!(db.bulk_load(good, &mut |_| {}).unwrap().entries, 100);
+    }
+
+    #[test]
+    fn a_source_of_another_length_than_expected_publishes_nothing() {
+        let db = Db::open_in_memory(Options::default()).unwrap();
+        let items =
+            || (0..300u32).map(|i| Ok((Hasher::Blake3.hash_value(&i.to_le_bytes()), vec![1])));
+        for expected in [299, 301, 0] {
+            let options = BulkOptions {
+                buffer_bytes: 1_000,
+                expected_items: Some(expected),
+            };
+            let err = db
+                .bulk_load_with(items(), &options, &mut |_| {})
+                .unwrap_err();
+            assert!(
+                matches!(err, Error::CountMismatch { expected: e, received: 300 } if e == expected),
+                "{err}"
+            );
+            assert_eq!((db.seq(), db.len()), (0, 0));
+        }
+        let options = BulkOptions {
+            expected_items: Some(300),
+            ..BulkOptions::default()
+        };
+        let report = db.bulk_load_with(items(), &options, &mut |_| {}).unwrap();
+        assert_eq!((report.entries, db.len()), (300, 300));
     }
 
     #[test]

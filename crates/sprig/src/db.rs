@@ -700,11 +700,22 @@ impl Inner {
     }
 
     /// Load the pages of the given regions: from memory, the cache, or the SSD (all misses
-    /// read in one batch).
+    /// read in one batch, and cached).
     pub fn load_pages(
         &self,
         wanted: &[(Prefix, PageRef)],
         kind: ReadKind,
+    ) -> Result<Vec<Arc<Page>>> {
+        self.load_pages_with(wanted, kind, true)
+    }
+
+    /// [`Inner::load_pages`]; pages read from the SSD are cached only with `fill_cache` (an
+    /// import reads each page once: caching them would evict what readers use).
+    pub fn load_pages_with(
+        &self,
+        wanted: &[(Prefix, PageRef)],
+        kind: ReadKind,
+        fill_cache: bool,
     ) -> Result<Vec<Arc<Page>>> {
         let mut out: Vec<Option<Arc<Page>>> = vec![None; wanted.len()];
         let mut misses = Vec::new();
@@ -742,7 +753,9 @@ impl Inner {
             self.counters.page_reads(kind, blocks.len() as u64);
             for ((i, (l, _, prefix)), block) in misses.iter().zip(blocks.iter()) {
                 let page = Arc::new(decode_page_at(block.as_bytes(), *l, prefix)?);
-                self.cache.insert(*l, page.clone());
+                if fill_cache {
+                    self.cache.insert(*l, page.clone());
+                }
                 out[*i] = Some(page);
             }
         }

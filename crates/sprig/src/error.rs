@@ -147,6 +147,15 @@ pub enum Error {
     /// A batch, overlay or handle was used with a database or handle it does not belong to.
     #[error("{0}")]
     Foreign(&'static str),
+    /// A source held another number of items than its caller said it would (a bulk load
+    /// given [`crate::BulkOptions::expected_items`]); nothing was published.
+    #[error("the source held {received} items where {expected} were expected; nothing was loaded")]
+    CountMismatch {
+        /// The number the caller gave.
+        expected: u64,
+        /// The number the source held.
+        received: u64,
+    },
     /// The operation needs a new, empty database.
     #[error("{0} needs a new, empty database")]
     NotEmpty(&'static str),

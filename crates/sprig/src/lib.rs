@@ -45,9 +45,11 @@ mod rollback;
 mod scan;
 mod stats;
 
-pub use bulk::{BulkPhase, BulkProgress, BulkReport};
+pub use bulk::{BulkOptions, BulkPhase, BulkProgress, BulkReport};
 pub use check::CheckReport;
-pub use commit::{CommitInfo, WriteBatch};
+pub use commit::{
+    CommitInfo, ImportOptions, WriteBatch, DEFAULT_IMPORT_MEMORY_BYTES, MIN_IMPORT_MEMORY_BYTES,
+};
 pub use db::{Db, ReadView};
 pub use error::{Error, Result};
 pub use handle::Handle;

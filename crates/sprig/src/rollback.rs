@@ -93,6 +93,7 @@ impl Db {
                 &record,
                 &[],
                 &Default::default(),
+                &Default::default(),
                 inner.next_version_id(),
             )?;
             inner.counters.commit();

@@ -1,7 +1,11 @@
-//! `import` and `export`. An import is atomic: into a database that has never been written
-//! it is a bulk load, published in one step at its end; otherwise all records are staged in
-//! one write batch and committed once. Either way an interrupted or rejected import leaves
-//! the database as it was. Export streams a read view in key-path order.
+//! `import` and `export`. An import is atomic and reads its input once, so pipes, FIFOs and
+//! stdin work: every record is checked and kept in a spool (in memory up to half the budget,
+//! the rest in sorted runs on temporary files). Then, into a database that has never been
+//! written and with no deletes, the spool feeds a bulk load, published in one step at its end
+//! and only if the engine counted exactly the records read; otherwise its merge in key order
+//! (the last record of a key wins) is applied as one commit by `Db::import_sorted`, in memory
+//! bounded by the other half of the budget. Either way an interrupted or rejected import
+//! leaves the database as it was. Export streams a read view in key-path order.
 
 use super::Ctx;
 use crate::cli::{ExportArgs, ImportArgs};
@@ -10,8 +14,10 @@ use crate::format::{grouped, hex, per_second, rate, seconds};
 use crate::output::Outcome;
 use crate::progress;
 use crate::records::{RecordReader, RecordWriter};
+use crate::spool::Spool;
 use serde_json::json;
-use sprig::Db;
+use sprig::{BulkOptions, Db, ImportOptions};
+use std::path::Path;
 use std::time::Instant;
 
 /// Environment variable for tests: abort the process (as a crash would) once this many
@@ -40,47 +46,49 @@ impl CrashHook {
     }
 }
 
+/// The error a record source hands the engine to stop it; the real error is kept aside and
+/// reported instead.
+fn stop() -> sprig::Error {
+    sprig::Error::InvalidArgument("the import input failed".into())
+}
+
 /// `import`.
 pub fn import(ctx: &Ctx, args: &ImportArgs) -> CliResult<Outcome> {
     let db = ctx.open("import")?;
-    let hasher = db.hasher();
-    let open = || {
-        RecordReader::open(
-            &args.file,
-            args.format,
-            hasher,
-            args.keys.key_format,
-            args.value_format,
-        )
-    };
-    let size = std::fs::metadata(&args.file)
-        .map_err(|e| CliError::io("reading", &args.file, e))?
-        .len();
+    let dir = ctx.db_path("import")?.to_path_buf();
+    let budget = args.memory_mib << 20;
+    let mut reader = RecordReader::open(
+        &args.file,
+        args.format,
+        db.hasher(),
+        args.keys.key_format,
+        args.value_format,
+    )?;
     let start = Instant::now();
     let crash = CrashHook::from_env();
+    let spool = read(ctx, &mut reader, &dir, budget / 2)?;
+    let (records, runs) = (spool.records(), spool.runs());
     let fresh = db.seq() == 0 && db.is_empty();
-    let (mode, records) = if fresh {
-        let (records, deletes) = validate(ctx, open()?, size)?;
-        if deletes == 0 {
-            ("bulk load", bulk(ctx, &db, open()?, records, &crash)?)
-        } else {
-            ("one batch", staged(ctx, &db, open()?, size, &crash)?)
-        }
+    let mode = if fresh && spool.deletes() == 0 {
+        bulk(ctx, &db, spool, budget / 2, &crash)?;
+        "bulk load"
     } else {
-        ("one batch", staged(ctx, &db, open()?, size, &crash)?)
+        commit(ctx, &db, spool, budget / 2, &crash)?;
+        "one commit"
     };
     let elapsed = start.elapsed();
     let root = db.root();
     Ok(Outcome::ok(
         json!({
-            "file": args.file, "mode": mode, "records": records, "entries": db.len(),
+            "file": args.file, "mode": mode, "records": records, "spilled_runs": runs,
+            "entries": db.len(),
             "seq": db.seq(), "root": hex(&root), "seconds": elapsed.as_secs_f64(),
             "records_per_second": per_second(records, elapsed),
         }),
         format!(
             "imported {} records from {} ({mode}) in {}, {}\nentries {}, version {}\nroot {}",
             grouped(records),
-            args.file,
+            reader.name(),
             seconds(elapsed),
             rate(records, elapsed),
             grouped(db.len()),
@@ -90,37 +98,35 @@ pub fn import(ctx: &Ctx, args: &ImportArgs) -> CliResult<Outcome> {
     ))
 }
 
-/// Read the whole input once, checking every record: returns (records, deletes).
-fn validate(ctx: &Ctx, mut reader: RecordReader, size: u64) -> CliResult<(u64, u64)> {
-    let bar = progress::bar(ctx.progress, size, "checking", true);
-    let (mut records, mut deletes) = (0u64, 0u64);
-    while let Some((_, value)) = reader.next_change()? {
-        records += 1;
-        deletes += u64::from(value.is_none());
-        if records % PROGRESS_EVERY == 0 {
-            bar.set_position(reader.bytes_read());
+/// Read every record of the input, once, checking each, into a spool holding up to `budget`
+/// bytes in memory and the rest in temporary files in `dir`.
+fn read(ctx: &Ctx, reader: &mut RecordReader, dir: &Path, budget: u64) -> CliResult<Spool> {
+    let size = reader.size();
+    let bar = match size {
+        Some(size) => progress::bar(ctx.progress, size, "reading", true),
+        None => progress::spinner(ctx.progress, "reading"),
+    };
+    let mut spool = Spool::new(dir, budget);
+    while let Some(change) = reader.next_change()? {
+        spool.push(change)?;
+        if spool.records().is_multiple_of(PROGRESS_EVERY) {
+            bar.set_position(size.map_or(spool.records(), |_| reader.bytes_read()));
         }
     }
     bar.finish_and_clear();
-    Ok((records, deletes))
+    Ok(spool)
 }
 
-/// Bulk load a checked input into the empty database.
-fn bulk(
-    ctx: &Ctx,
-    db: &Db,
-    mut reader: RecordReader,
-    records: u64,
-    crash: &CrashHook,
-) -> CliResult<u64> {
-    let bar = progress::bar(ctx.progress, records, "reading", false);
+/// Bulk load the spooled records (puts only) into the empty database, with `buffer` bytes of
+/// the engine's partition buffer; the load must count exactly the records read.
+fn bulk(ctx: &Ctx, db: &Db, spool: Spool, buffer: u64, crash: &CrashHook) -> CliResult<()> {
+    let records = spool.records();
+    let bar = progress::bar(ctx.progress, records, "loading", false);
+    let mut merge = spool.merge(false)?;
     let mut fed = 0u64;
     let mut failure: Option<CliError> = None;
-    // A record that fails now (the file changed since it was checked) stops the load before
-    // anything is published; the real error is kept here and reported.
-    let stop = || sprig::Error::InvalidArgument("the import input failed".into());
-    let items = std::iter::from_fn(|| match reader.next_change() {
-        Ok(Some((key, Some(value)))) => {
+    let items = std::iter::from_fn(|| match merge.next()? {
+        Ok((key, Some(value))) => {
             fed += 1;
             crash.record(fed);
             if fed.is_multiple_of(PROGRESS_EVERY) {
@@ -128,55 +134,61 @@ fn bulk(
             }
             Some(Ok((key, value)))
         }
-        Ok(Some((_, None))) => {
-            failure = Some(CliError::input("import", "a delete record appeared"));
+        Ok((_, None)) => {
+            failure = Some(CliError::Db(sprig::Error::internal(
+                "a delete record in a bulk load",
+            )));
             Some(Err(stop()))
         }
-        Ok(None) => None,
         Err(e) => {
             failure = Some(e);
             Some(Err(stop()))
         }
     });
-    let loaded = db.try_bulk_load(items, &mut progress::follow_bulk(&bar));
+    let options = BulkOptions {
+        buffer_bytes: buffer,
+        expected_items: Some(records),
+    };
+    let loaded = db.bulk_load_with(items, &options, &mut progress::follow_bulk(&bar));
     bar.finish_and_clear();
     match (loaded, failure) {
-        (Ok(_), _) => Ok(records),
-        (Err(_), Some(e)) => Err(CliError::input(
-            "import",
-            format!("{e} (the file changed while it was imported; the database is unchanged)"),
-        )),
+        (Ok(_), _) => Ok(()),
+        (Err(_), Some(e)) => Err(e),
         (Err(e), None) => Err(e.into()),
     }
 }
 
-/// Stage every record in one write batch and commit it once.
-fn staged(
-    ctx: &Ctx,
-    db: &Db,
-    mut reader: RecordReader,
-    size: u64,
-    crash: &CrashHook,
-) -> CliResult<u64> {
-    let bar = progress::bar(ctx.progress, size, "staging", true);
-    let mut batch = db.begin();
-    let mut records = 0u64;
-    while let Some((key, value)) = reader.next_change()? {
-        match value {
-            Some(v) => batch.put(key, v)?,
-            None => batch.delete(key),
+/// Apply the spooled records as one commit: their merge in key order, the last record of
+/// each key, in `budget` bytes of the engine's memory.
+fn commit(ctx: &Ctx, db: &Db, spool: Spool, budget: u64, crash: &CrashHook) -> CliResult<()> {
+    let bar = progress::bar(ctx.progress, spool.records(), "importing", false);
+    let mut merge = spool.merge(true)?;
+    let mut fed = 0u64;
+    let mut failure: Option<CliError> = None;
+    let changes = std::iter::from_fn(|| match merge.next()? {
+        Ok(change) => {
+            fed += 1;
+            crash.record(fed);
+            if fed.is_multiple_of(PROGRESS_EVERY) {
+                bar.set_position(merge.consumed());
+            }
+            Some(Ok(change))
         }
-        records += 1;
-        crash.record(records);
-        if records.is_multiple_of(PROGRESS_EVERY) {
-            bar.set_position(reader.bytes_read());
+        Err(e) => {
+            failure = Some(e);
+            Some(Err(stop()))
         }
-    }
+    });
+    let options = ImportOptions {
+        memory_bytes: budget,
+    };
+    let committed = db.import_sorted(changes, &options);
     bar.finish_and_clear();
-    let spinner = progress::spinner(ctx.progress, "committing");
-    db.commit(batch.finish()?)?;
-    spinner.finish_and_clear();
-    Ok(records)
+    match (committed, failure) {
+        (Ok(_), _) => Ok(()),
+        (Err(_), Some(e)) => Err(e),
+        (Err(e), None) => Err(e.into()),
+    }
 }
 
 /// `export`.

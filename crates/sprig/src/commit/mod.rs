@@ -10,14 +10,18 @@
 //! - `rewrite`: the per-region work (prove, apply, lay out pages) and merges;
 //! - `write`: the durable part (allocation, the record, checkpoints, deleting segments);
 //! - `publish`: the one path by which a version becomes durable and visible (also used by
-//!   rollback and bulk load), and poisoning on failure.
+//!   rollback, bulk load and import), and poisoning on failure;
+//! - `import`: a sorted stream of changes of any length applied as one commit, region by
+//!   region, in bounded memory (it reuses `rewrite` and `write`).
 
 mod batch;
+mod import;
 pub(crate) mod publish;
 mod rewrite;
 mod write;
 
 pub use batch::WriteBatch;
+pub use import::{ImportOptions, DEFAULT_IMPORT_MEMORY_BYTES, MIN_IMPORT_MEMORY_BYTES};
 
 use crate::cleaner::CleanMode;
 use crate::db::Db;

@@ -33,6 +33,13 @@ pub(crate) struct Write {
     pub blocks: BlockBuf,
 }
 
+impl Write {
+    /// The bytes to write.
+    pub fn len(&self) -> usize {
+        self.blocks.len()
+    }
+}
+
 /// The bytes a publication wrote.
 pub(crate) struct Published {
     pub data_bytes: u64,
@@ -55,15 +62,18 @@ impl Writer {
 }
 
 impl Inner {
-    /// Make `record` durable after the blocks it refers to (`writes`, with `created` the
-    /// segments whose files they create), then apply it to `head` and publish the result as
-    /// the latest version with id `id`. Call inside [`Writer::guarded`].
+    /// Make `record` durable after the blocks it refers to — `writes`, and the segments in
+    /// `earlier` that this publication wrote before without syncing (an import) — with
+    /// `created` the segments whose files they create; then apply it to `head` and publish the
+    /// result as the latest version with id `id`. Call inside [`Writer::guarded`].
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn publish_record(
         &self,
         w: &mut Writer,
         head: &Version,
         record: &CommitRecord,
         writes: &[Write],
+        earlier: &BTreeSet<u32>,
         created: &BTreeSet<u32>,
         id: u64,
     ) -> Result<Published> {
@@ -80,7 +90,18 @@ impl Inner {
         record
             .check_bounds(w.table.segment_blocks)
             .map_err(|e| Error::internal(format!("a commit record replay would refuse: {e}")))?;
-        let data_bytes = self.write_blocks(writes, created)?;
+        let (data_bytes, mut touched) = self.write_blocks(writes)?;
+        if !created.is_empty() {
+            // Failpoint (feature `failpoints`): a new segment file written, not yet synced.
+            failpoint!("commit.segment_created");
+        }
+        touched.extend(earlier.iter().copied());
+        self.sync_segments(&touched)?;
+        if !created.is_empty() {
+            self.storage
+                .sync_dir()
+                .map_err(|e| Error::io("syncing", "the database directory", e))?;
+        }
         // Failpoint (feature `failpoints`): pages durable, no commit record yet.
         failpoint!("commit.pages_synced");
         let sync = self.options.sync == SyncPolicy::Always;
@@ -175,9 +196,9 @@ impl Inner {
         Ok(())
     }
 
-    /// Write every queued block run (contiguous runs in one call each), sync each segment
-    /// written to, and the directory if segment files were created. Returns the bytes written.
-    fn write_blocks(&self, writes: &[Write], created: &BTreeSet<u32>) -> Result<u64> {
+    /// Write every queued block run (contiguous runs in one call each), without syncing.
+    /// Returns the bytes written and the segments written to.
+    pub(crate) fn write_blocks(&self, writes: &[Write]) -> Result<(u64, BTreeSet<u32>)> {
         let mut order: Vec<&Write> = writes.iter().collect();
         order.sort_by_key(|w| w.loc);
         let mut total = 0u64;
@@ -210,17 +231,8 @@ impl Inner {
             }
         }
         flush(&mut run, &mut total)?;
-        // Failpoints (feature `failpoints`): written, not synced; a new segment file unsynced.
+        // Failpoint (feature `failpoints`): written, not synced.
         failpoint!("commit.pages_written");
-        if !created.is_empty() {
-            failpoint!("commit.segment_created");
-        }
-        self.sync_segments(&touched)?;
-        if !created.is_empty() {
-            self.storage
-                .sync_dir()
-                .map_err(|e| Error::io("syncing", "the database directory", e))?;
-        }
-        Ok(total)
+        Ok((total, touched))
     }
 }

@@ -194,7 +194,7 @@ fn rewrite_region(
 }
 
 /// A directory node for an in-memory page whose trie node is known.
-fn page_node(page: Page, node: Node) -> Arc<DirNode> {
+pub(super) fn page_node(page: Page, node: Node) -> Arc<DirNode> {
     Arc::new(DirNode::Page(PageRef {
         node,
         count: page.len() as u32,
@@ -230,6 +230,21 @@ pub(super) fn merge_sparse(
     regions: Vec<Region>,
     stamp: Stamp,
 ) -> Result<(Directory, Vec<Region>, u64)> {
+    let mut load = |refs: &[(Prefix, PageRef)]| inner.load_pages(refs, ReadKind::Maintenance);
+    merge_sparse_with(inner.hasher, base, regions, stamp, &mut load)
+}
+
+/// Loads the pages of the given regions, in order.
+pub(super) type PageLoader<'a> = dyn FnMut(&[(Prefix, PageRef)]) -> Result<Vec<Arc<Page>>> + 'a;
+
+/// [`merge_sparse`] reading the pages under sparse branches with `load`.
+pub(super) fn merge_sparse_with(
+    hasher: Hasher,
+    base: &Directory,
+    regions: Vec<Region>,
+    stamp: Stamp,
+    load: &mut PageLoader<'_>,
+) -> Result<(Directory, Vec<Region>, u64)> {
     let dir = base
         .replace(regions.clone())
         .map_err(|e| Error::corruption("<directory>", 0, e.to_string()))?;
@@ -247,11 +262,11 @@ pub(super) fn merge_sparse(
             }
             let mut refs = Vec::new();
             pages_under(node, q, &mut refs);
-            let pages = inner.load_pages(&refs, ReadKind::Maintenance)?;
+            let pages = load(&refs)?;
             let items: Vec<(KeyPath, ValueRef<'_>)> =
                 pages.iter().flat_map(|p| p.items()).collect();
             if fits(&items) {
-                merged.push((q, subtree_of(inner.hasher, Layout::Page(q, items), stamp)?));
+                merged.push((q, subtree_of(hasher, Layout::Page(q, items), stamp)?));
                 break;
             }
         }

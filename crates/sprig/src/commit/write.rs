@@ -11,7 +11,8 @@ use crate::error::{Error, Result};
 use crate::io::BlockBuf;
 use crate::log::checkpoint::Checkpoint;
 use crate::log::record::CommitRecord;
-use crate::log::segments::{encode_value_record, loc_segment, value_blocks};
+pub(super) use crate::log::segments::value_blocks;
+use crate::log::segments::{encode_value_record, loc_segment};
 use crate::log::wal::Wal;
 use crate::overlay::Pending;
 use crate::page::{Page, UNWRITTEN};
@@ -21,9 +22,9 @@ use std::sync::Arc;
 
 /// Where the value records written by a commit went.
 #[derive(Default)]
-struct ValueLocs {
+pub(super) struct ValueLocs {
     /// New values, by key.
-    new: HashMap<KeyPath, u64>,
+    pub(super) new: HashMap<KeyPath, u64>,
     /// Relocated values: old location → new location.
     moved: HashMap<u64, u64>,
     /// The overlay's parent: values its pages inherited from committed ancestor overlays.
@@ -42,7 +43,7 @@ impl ValueLocs {
 
 /// What a commit's page writes produce: each page as written (value pointers resolved), by
 /// location; and each in-memory page with its location and checksum, to release once durable.
-type WrittenPages<'a> = (
+pub(super) type WrittenPages<'a> = (
     &'a mut Vec<(u64, Arc<Page>)>,
     &'a mut Vec<(Arc<MemoryPage>, u64, u64)>,
 );
@@ -224,7 +225,15 @@ impl Inner {
             data_bytes,
             log_bytes,
             ..
-        } = self.publish_record(w, head, &record, &writes, &created, version.id)?;
+        } = self.publish_record(
+            w,
+            head,
+            &record,
+            &writes,
+            &BTreeSet::new(),
+            &created,
+            version.id,
+        )?;
         pending.mark_committed(locs.new.clone(), head.clone());
         for (l, page) in written_pages.iter() {
             self.cache.insert(*l, page.clone());
@@ -254,7 +263,7 @@ impl Inner {
     }
 
     /// Allocate and queue the record of one value; returns its location.
-    fn queue_value(
+    pub(super) fn queue_value(
         &self,
         table: &mut crate::log::segments::SegmentTable,
         writes: &mut Vec<Write>,
@@ -274,7 +283,7 @@ impl Inner {
     ///
     /// Recurses once per directory level (up to 256): the frame must stay small, so pages are
     /// handled in [`Inner::write_page`].
-    fn write_subtree(
+    pub(super) fn write_subtree(
         &self,
         node: &Arc<DirNode>,
         locs: &ValueLocs,
@@ -472,10 +481,16 @@ impl Inner {
 
 /// For every segment written to, its fill after the writes, in allocation order.
 fn segment_heads(table: &crate::log::segments::SegmentTable, writes: &[Write]) -> Vec<(u32, u32)> {
-    let mut ids: Vec<u32> = writes.iter().map(|w| loc_segment(w.loc)).collect();
-    ids.sort_unstable();
-    ids.dedup();
-    ids.into_iter()
-        .map(|id| (id, table.segments.get(&id).map_or(0, |m| m.used_blocks)))
+    let ids: BTreeSet<u32> = writes.iter().map(|w| loc_segment(w.loc)).collect();
+    segment_heads_of(table, &ids)
+}
+
+/// The fill of each segment of `ids`, in allocation order (segment ids grow as segments fill).
+pub(super) fn segment_heads_of(
+    table: &crate::log::segments::SegmentTable,
+    ids: &BTreeSet<u32>,
+) -> Vec<(u32, u32)> {
+    ids.iter()
+        .map(|id| (*id, table.segments.get(id).map_or(0, |m| m.used_blocks)))
         .collect()
 }

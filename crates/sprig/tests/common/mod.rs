@@ -388,3 +388,58 @@ pub fn commit_changes(
     db.commit(batch.finish()?)?;
     Ok(model)
 }
+
+/// [`compare`] for many keys: root, count, every value of `keys` (in one batch), the full
+/// scan, proofs of a sample of about 50 keys and `Db::check` — no per-key model roots and no
+/// witness, which cost quadratic time.
+pub fn compare_many(
+    db: &Db,
+    model: &ReferenceModel,
+    keys: &[KeyPath],
+) -> Result<Option<String>, Error> {
+    let view = db.view();
+    let root = model.root();
+    if view.root() != root {
+        return Ok(Some("root differs".into()));
+    }
+    if view.len() != model.len() as u64 {
+        return Ok(Some(format!(
+            "{} entries instead of {}",
+            view.len(),
+            model.len()
+        )));
+    }
+    for (k, got) in keys.iter().zip(view.get_many(keys)?) {
+        if got.as_deref() != model.get(k) {
+            return Ok(Some(format!("value of {:02x?} differs", &k[..4])));
+        }
+    }
+    let mut scanned = Vec::new();
+    for item in view.iter() {
+        scanned.push(item?);
+    }
+    if !scanned
+        .iter()
+        .map(|(k, v)| (k, v.as_slice()))
+        .eq(model.iter())
+    {
+        return Ok(Some("full scan differs".into()));
+    }
+    for k in keys.iter().step_by(keys.len() / 50 + 1) {
+        let proof = view.path_proof(k)?;
+        if proof
+            .verify_value(db.hasher(), &root, k, model.get(k))
+            .is_err()
+        {
+            return Ok(Some(format!("proof of {:02x?} does not verify", &k[..4])));
+        }
+    }
+    let report = db.check(&mut |_, _| {})?;
+    if let Some(problem) = report.problems.into_iter().next() {
+        return Err(problem);
+    }
+    if report.entries != model.len() as u64 {
+        return Ok(Some("check counted other entries".into()));
+    }
+    Ok(None)
+}
