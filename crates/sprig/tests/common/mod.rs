@@ -5,6 +5,8 @@
 
 #![allow(dead_code)]
 
+pub mod heap;
+
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use sprig::io::Storage;
