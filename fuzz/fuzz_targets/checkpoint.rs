@@ -7,7 +7,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use sprig::directory::{DirNode, Directory, PageLoc, PageRef};
+use sprig::state::directory::{DirNode, Directory, PageLoc, PageRef};
 use sprig::io::MemoryStorage;
 use sprig::log::checkpoint::Checkpoint;
 use sprig::log::record::for_each_disk_page;
@@ -15,7 +15,7 @@ use sprig::log::segments::{
     check_loc, check_segment_blocks, check_segment_id, check_used_blocks, check_value_extent, loc,
     loc_segment, SegmentMeta, SegmentTable, MIN_SEGMENT_BLOCKS,
 };
-use sprig::prefix::Prefix;
+use sprig::state::prefix::Prefix;
 use sprig_fuzz::{
     hasher, hostile_blocks, hostile_loc, hostile_segment, hostile_segment_blocks, key, Choices,
 };

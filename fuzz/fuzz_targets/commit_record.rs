@@ -8,14 +8,14 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use sprig::directory::{DirNode, Directory, PageLoc, PageRef};
+use sprig::state::directory::{DirNode, Directory, PageLoc, PageRef};
 use sprig::log::record::{apply_record, for_each_disk_page, CommitRecord};
 use sprig::log::segments::{
     check_loc, check_segment_id, check_value_extent, loc, loc_segment, SegmentTable,
     MIN_SEGMENT_BLOCKS,
 };
 use sprig::log::wal::{wal_file_name, Wal};
-use sprig::prefix::Prefix;
+use sprig::state::prefix::Prefix;
 use sprig_fuzz::{hasher, hostile_blocks, hostile_loc, hostile_segment, key, memory_file, Choices};
 use std::sync::Arc;
 

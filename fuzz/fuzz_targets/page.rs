@@ -12,8 +12,8 @@ use sprig::io::BLOCK_BYTES;
 use sprig::log::segments::{
     encode_value_record, loc, segment_file_name, Segments, MIN_SEGMENT_BLOCKS,
 };
-use sprig::page::{ExternalValue, Page, ValueRef, MAX_INLINE_VALUE_BYTES};
-use sprig::prefix::Prefix;
+use sprig::state::page::{ExternalValue, Page, ValueRef, MAX_INLINE_VALUE_BYTES};
+use sprig::state::prefix::Prefix;
 use sprig::MAX_VALUE_BYTES;
 use sprig_core::KeyPath;
 use sprig_fuzz::{

@@ -14,8 +14,8 @@ use sprig::log::segments::{
     decode_page_at, encode_value_header, encode_value_record, loc, segment_file_name, Segments,
     MIN_SEGMENT_BLOCKS,
 };
-use sprig::page::ExternalValue;
-use sprig::prefix::Prefix;
+use sprig::state::page::ExternalValue;
+use sprig::state::prefix::Prefix;
 use sprig_fuzz::{hasher, hostile_len, hostile_loc, key, memory_file, mutate, Choices};
 use std::sync::Arc;
 

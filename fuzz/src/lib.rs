@@ -9,7 +9,7 @@ use sprig::log::segments::{
     loc, loc_block, loc_segment, MAX_SEGMENT_BLOCKS, MAX_SEGMENT_ID, MAX_VALUE_RECORD_BLOCKS,
     MIN_SEGMENT_BLOCKS,
 };
-use sprig::page::{MAX_INLINE_VALUE_BYTES, PAGE_HEADER_BYTES};
+use sprig::state::page::{MAX_INLINE_VALUE_BYTES, PAGE_HEADER_BYTES};
 use sprig::MAX_VALUE_BYTES;
 use sprig_core::{Hasher, KeyPath, ReferenceModel, ValueHash};
 

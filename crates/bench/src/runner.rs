@@ -11,7 +11,7 @@ use crate::workload::{add_balance, initial_entries, Generator, Op, RunShape, Wor
 use anyhow::{bail, ensure, Context, Result};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use sprig::core::{Hasher, ReferenceModel};
-use sprig::log::record::hex;
+use sprig::hex;
 use sprig::{KeyPath, Node};
 use std::collections::{HashMap, HashSet};
 use std::path::Path;

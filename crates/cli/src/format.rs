@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 /// Lowercase hex of `bytes`, without a prefix (the engine's, as in its error messages).
-pub use sprig::log::record::hex;
+pub use sprig::hex;
 
 /// Decode hex (an optional `0x` prefix, either case). The error says what is wrong.
 pub fn unhex(text: &str) -> Result<Vec<u8>, String> {

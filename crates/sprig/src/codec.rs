@@ -138,3 +138,13 @@ impl Put for Vec<u8> {
 pub fn checksum(bytes: &[u8]) -> u64 {
     xxhash_rust::xxh3::xxh3_64(bytes)
 }
+
+/// Lowercase hex of bytes, as Sprig prints roots and keys.
+pub fn hex(bytes: &[u8]) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::with_capacity(2 * bytes.len());
+    for b in bytes {
+        let _ = write!(out, "{b:02x}");
+    }
+    out
+}

@@ -25,38 +25,49 @@
 #[macro_use]
 pub mod failpoint;
 
-mod bulk;
-mod cache;
-mod check;
-mod cleaner;
-pub mod codec;
-mod commit;
-mod db;
-pub mod directory;
+// The layers, data flowing down only: api → write → state + log → io (checked by
+// `tests/layering.rs`). `codec`, `error`, `options` and `stats` are shared by every layer and
+// use nothing but `io`.
+mod api;
 mod error;
-mod handle;
 pub mod io;
-pub mod log;
 mod options;
-mod overlay;
-pub mod page;
-pub mod prefix;
-mod rollback;
-mod scan;
 mod stats;
 
-pub use bulk::{BulkOptions, BulkPhase, BulkProgress, BulkReport};
-pub use check::CheckReport;
-pub use commit::{
-    CommitInfo, ImportOptions, WriteBatch, DEFAULT_IMPORT_MEMORY_BYTES, MIN_IMPORT_MEMORY_BYTES,
-};
-pub use db::{Db, ReadView};
+/// Declares an engine-internal module: crate-private, or public with the `internals` feature
+/// (for the fuzzers, the torture tool and white-box tests), never part of the stable API.
+macro_rules! internal {
+    ($(#[$attr:meta])* $name:ident) => {
+        $(#[$attr])*
+        #[cfg(feature = "internals")]
+        pub mod $name;
+        $(#[$attr])*
+        #[cfg(not(feature = "internals"))]
+        #[allow(dead_code, unused_imports, unreachable_pub)]
+        pub(crate) mod $name;
+    };
+}
+
+internal!(codec);
+internal!(log);
+internal!(state);
+internal!(write);
+
+pub use api::batch::{Pending, WriteBatch};
+pub use api::check::CheckReport;
+pub use api::db::Db;
+pub use api::handle::Handle;
+pub use api::scan::Entries;
+pub use api::view::ReadView;
+pub use codec::hex;
 pub use error::{Error, Result};
-pub use handle::Handle;
 pub use io::{IoBackend, IoBackendInfo};
+pub use log::recovery::{LostTail, RecoveryReport};
 pub use options::{Options, SyncPolicy};
-pub use overlay::Pending;
-pub use page::MAX_VALUE_BYTES;
-pub use scan::Entries;
 pub use sprig_core::{self as core, Hasher, KeyPath, Node};
+pub use state::page::MAX_VALUE_BYTES;
 pub use stats::{ReadKind, Stats};
+pub use write::{
+    BulkOptions, BulkPhase, BulkProgress, BulkReport, CommitInfo, ImportOptions,
+    DEFAULT_IMPORT_MEMORY_BYTES, MIN_IMPORT_MEMORY_BYTES,
+};

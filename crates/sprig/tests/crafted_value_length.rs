@@ -13,13 +13,13 @@
 mod common;
 
 use common::heap::{measure, Counting};
-use sprig::directory::{DirNode, PageLoc, PageRef};
 use sprig::io::{MemoryStorage, OpenOptions, Storage};
 use sprig::log::checkpoint::{parse_checkpoint_file_name, Checkpoint};
 use sprig::log::segments::{
     encode_value_header, loc_offset, loc_segment, segment_file_name, Segments,
 };
-use sprig::page::{ExternalValue, Page, ValueRef};
+use sprig::state::directory::{DirNode, PageLoc, PageRef};
+use sprig::state::page::{ExternalValue, Page, ValueRef};
 use sprig::{Db, Hasher, Options, MAX_VALUE_BYTES};
 use std::sync::Arc;
 

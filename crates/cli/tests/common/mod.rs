@@ -110,7 +110,7 @@ pub fn sprig(dir: &Path, args: &[&str]) -> Run {
 }
 
 /// The hex of a byte string, as the engine writes it.
-pub use sprig::log::record::hex;
+pub use sprig::hex;
 
 /// Write a JSON Lines file of `n` records with text keys `key-<i>` and hex values.
 pub fn write_text_keys(path: &Path, n: u32) {

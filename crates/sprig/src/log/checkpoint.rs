@@ -4,7 +4,7 @@
 //! the checkpoint states.
 
 use crate::codec::{checksum, Put, Reader};
-use crate::directory::Directory;
+use crate::state::directory::Directory;
 use crate::error::{Error, Result};
 use crate::io::{OpenOptions, Storage};
 use crate::log::record::{
@@ -258,10 +258,10 @@ impl Checkpoint {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::directory::{DirNode, PageLoc, PageRef};
+    use crate::state::directory::{DirNode, PageLoc, PageRef};
     use crate::io::MemoryStorage;
     use crate::log::segments::loc;
-    use crate::prefix::Prefix;
+    use crate::state::prefix::Prefix;
     use sprig_core::trie::KeyPath;
     use std::sync::Arc;
 

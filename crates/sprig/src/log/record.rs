@@ -8,12 +8,12 @@
 //! extent, segment id and fill level it names fits the segment geometry.
 
 use crate::codec::{DecodeError, Put, Reader};
-use crate::directory::{DirNode, Directory, PageLoc, PageRef};
+use crate::state::directory::{DirNode, Directory, PageLoc, PageRef};
 use crate::log::segments::{
     check_loc, check_segment_id, check_used_blocks, check_value_extent, loc_block, loc_segment,
     SegmentTable,
 };
-use crate::prefix::Prefix;
+use crate::state::prefix::Prefix;
 use sprig_core::trie::{KeyPath, Node, KEY_BITS};
 use sprig_core::Hasher;
 use std::sync::Arc;
@@ -189,7 +189,7 @@ impl CommitRecord {
 pub enum ApplyError {
     /// The record's regions do not fit the directory.
     #[error(transparent)]
-    Directory(#[from] crate::directory::DirectoryError),
+    Directory(#[from] crate::state::directory::DirectoryError),
     /// The resulting root is not the one the record states.
     #[error("replaying the record gives root {found} instead of {stated}")]
     RootMismatch {
@@ -325,16 +325,13 @@ pub fn for_each_disk_page(node: &DirNode, f: &mut dyn FnMut(u64)) {
     });
 }
 
-/// Lowercase hex of bytes.
-pub fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
+pub use crate::codec::hex;
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::log::segments::{loc, SegmentMeta, MAX_SEGMENT_ID};
-    use crate::page::UNWRITTEN;
+    use crate::state::page::UNWRITTEN;
     use std::collections::BTreeMap;
 
     const SEGMENT_BLOCKS: u32 = 256;

@@ -9,7 +9,7 @@
 //! durable). Nothing is cut off or deleted unless it is proven lost or unneeded, and a
 //! read-only recovery changes nothing at all.
 
-use crate::directory::Directory;
+use crate::state::directory::Directory;
 use crate::error::{Error, Result};
 use crate::io::{BlockBuf, OpenOptions, ReadRequest, Storage, BLOCK_BYTES};
 use crate::log::checkpoint::{parse_checkpoint_file_name, Checkpoint};
@@ -452,7 +452,7 @@ fn check_segment_tails(
                 .map_err(|e| Error::io("reading", &name, e))?;
             let [request] = requests;
             for (i, block) in request.buf.as_bytes().chunks(BLOCK_BYTES).enumerate() {
-                let Some(stamp) = crate::page::peek_stamp(block) else {
+                let Some(stamp) = crate::state::page::peek_stamp(block) else {
                     continue;
                 };
                 if stamp.synced

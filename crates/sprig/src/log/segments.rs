@@ -14,8 +14,8 @@ use crate::codec::{checksum, Put, Reader};
 use crate::error::{Error, Result};
 use crate::io::{BlockBuf, OpenOptions, ReadRequest, Storage, StorageFile, BLOCK_BYTES};
 use crate::options::{MAX_SEGMENT_BYTES, MIN_SEGMENT_BYTES};
-use crate::page::{ExternalValue, Page, MAX_VALUE_BYTES};
-use crate::prefix::Prefix;
+use crate::state::page::{ExternalValue, Page, MAX_VALUE_BYTES};
+use crate::state::prefix::Prefix;
 use parking_lot::RwLock;
 use sprig_core::trie::KeyPath;
 use sprig_core::Hasher;
@@ -608,7 +608,7 @@ mod tests {
         for (bad, why) in [
             (ptr(loc(0, 0), 10_000), "segment 0"),
             (
-                ptr(crate::page::UNWRITTEN, 10_000),
+                ptr(crate::state::page::UNWRITTEN, 10_000),
                 "the unwritten sentinel",
             ),
             (ptr(loc(1, 256), 10_000), "a block past the segment"),

@@ -1,9 +1,9 @@
 //! Iteration over the entries of a read view in key-path order, reading pages in batches
 //! with many reads in flight. Full scans (export, state sync) and ranges build on it.
 
-use crate::db::ReadView;
+use crate::api::view::ReadView;
 use crate::error::Result;
-use crate::page::Page;
+use crate::state::page::Page;
 use crate::stats::ReadKind;
 use sprig_core::trie::KeyPath;
 use std::collections::VecDeque;

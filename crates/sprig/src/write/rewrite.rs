@@ -3,14 +3,14 @@
 //! overflows and splits); and the merge of sparse regions afterwards.
 
 use super::{Change, Region};
-use crate::db::Inner;
-use crate::directory::{pages_under, DirNode, Directory, MemoryPage, PageLoc, PageRef};
+use crate::write::engine::Inner;
+use crate::state::directory::{pages_under, DirNode, Directory, MemoryPage, PageLoc, PageRef};
 use crate::error::{Error, Result};
-use crate::page::{
+use crate::state::page::{
     fits, ExternalValue, Layout, Page, Stamp, ValueRef, MAX_INLINE_VALUE_BYTES, PAGE_BODY_BYTES,
     UNWRITTEN,
 };
-use crate::prefix::Prefix;
+use crate::state::prefix::Prefix;
 use crate::stats::ReadKind;
 use sprig_core::proof::{prove_and_update, ProofNode};
 use sprig_core::trie::{KeyPath, Node, ValueHash};
@@ -25,7 +25,7 @@ const PARALLEL_MIN_REGIONS: usize = 64;
 
 /// One region a batch touches: its position, its page (if it has one), and the runs of the
 /// batch's sorted keys and changes that fall in it.
-pub(super) struct RegionWork {
+pub(crate) struct RegionWork {
     pub prefix: Prefix,
     pub page: Option<Arc<Page>>,
     pub keys: Range<usize>,
@@ -33,7 +33,7 @@ pub(super) struct RegionWork {
 }
 
 /// What became of a region.
-pub(super) struct Rewritten {
+pub(crate) struct Rewritten {
     /// The multi-proof nodes of the region's keys, below its position (pre-state).
     pub proof: Vec<ProofNode>,
     /// The region's new subtree, if it changed.
@@ -48,7 +48,7 @@ pub(super) struct Rewritten {
 }
 
 /// Rewrite every region, spreading them over the available cores.
-pub(super) fn rewrite_regions(
+pub(crate) fn rewrite_regions(
     hasher: Hasher,
     stamp: Stamp,
     works: &[RegionWork],
@@ -194,7 +194,7 @@ fn rewrite_region(
 }
 
 /// A directory node for an in-memory page whose trie node is known.
-pub(super) fn page_node(page: Page, node: Node) -> Arc<DirNode> {
+pub(crate) fn page_node(page: Page, node: Node) -> Arc<DirNode> {
     Arc::new(DirNode::Page(PageRef {
         node,
         count: page.len() as u32,
@@ -224,7 +224,7 @@ fn subtree_of(hasher: Hasher, layout: Layout<'_>, stamp: Stamp) -> Result<Arc<Di
 /// Replace sparse branches on the changed paths by single pages, so that every branch keeps
 /// at least two entries (its node stays an internal node) and pages stay reasonably full.
 /// Returns the final directory, the final regions relative to `base`, and the merge count.
-pub(super) fn merge_sparse(
+pub(crate) fn merge_sparse(
     inner: &Inner,
     base: &Directory,
     regions: Vec<Region>,
@@ -235,10 +235,10 @@ pub(super) fn merge_sparse(
 }
 
 /// Loads the pages of the given regions, in order.
-pub(super) type PageLoader<'a> = dyn FnMut(&[(Prefix, PageRef)]) -> Result<Vec<Arc<Page>>> + 'a;
+pub(crate) type PageLoader<'a> = dyn FnMut(&[(Prefix, PageRef)]) -> Result<Vec<Arc<Page>>> + 'a;
 
 /// [`merge_sparse`] reading the pages under sparse branches with `load`.
-pub(super) fn merge_sparse_with(
+pub(crate) fn merge_sparse_with(
     hasher: Hasher,
     base: &Directory,
     regions: Vec<Region>,

@@ -9,11 +9,14 @@
 //! the others' overlays at the same heights are superseded and refuse further use with a clear
 //! error — as every fork does (see `overlay.rs`).
 
-use crate::cleaner::CleanMode;
-use crate::commit::{CommitInfo, WriteBatch};
-use crate::db::{Db, Inner, ReadView};
+use crate::api::batch::Pending;
+use crate::api::batch::WriteBatch;
+use crate::api::db::Db;
+use crate::api::view::ReadView;
 use crate::error::{Error, Result};
-use crate::overlay::Pending;
+use crate::write::cleaner::CleanMode;
+use crate::write::engine::Inner;
+use crate::write::CommitInfo;
 use sprig_core::Node;
 use std::sync::Arc;
 
@@ -107,9 +110,11 @@ impl Handle {
         if pending.is_committed() {
             return Ok(None);
         }
-        let info = self.inner.commit(pending.clone(), CleanMode::Auto)?;
+        let info = self
+            .inner
+            .commit(pending.clone().into_version(), CleanMode::Auto)?;
         // Rest on the committed version, if still retained, instead of the overlay's pages.
-        if let Ok((version, pin)) = self.inner.pinned_version(info.seq) {
+        if let Ok((version, pin)) = self.inner.versions.pinned_version(info.seq) {
             self.state = State::Committed(Arc::new(ReadView::pinned(&self.inner, version, pin)));
         }
         Ok(Some(info))

@@ -9,8 +9,8 @@
 //! Invariant kept by the commit pipeline: every branch holds at least two entries, so its node
 //! is an internal node, and a key's path through the directory never ends above a page.
 
-use crate::page::Page;
-use crate::prefix::Prefix;
+use crate::state::page::Page;
+use crate::state::prefix::Prefix;
 use sprig_core::proof::{PathProof, ProofNode, Terminal};
 use sprig_core::trie::{bit_at, parent, KeyPath, Node, NodeKind, TERMINATOR};
 use sprig_core::Hasher;
@@ -146,6 +146,9 @@ pub enum DirectoryError {
     #[error("page at {0} was not loaded")]
     PageMissing(Prefix),
 }
+
+/// A region of the directory (a position) and a subtree to put there.
+pub type Region = (Prefix, Arc<DirNode>);
 
 /// Appends the multi-proof nodes below one region (a page or an empty region), given its
 /// position, its directory node and the keys under it.

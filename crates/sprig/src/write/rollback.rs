@@ -6,29 +6,28 @@
 //! atomic and durable as any commit, and it gets the next sequence number; the versions in
 //! between stay readable while retained.
 
-use crate::commit::CommitInfo;
-use crate::db::Db;
-use crate::directory::{diff, pages_under, DirNode, PageRef};
+use crate::log::publish::Blocks;
+use crate::write::CommitInfo;
+use crate::write::engine::Inner;
+use crate::state::directory::{diff, pages_under, DirNode, PageRef};
 use crate::error::{Error, Result};
 use crate::log::record::CommitRecord;
 use crate::log::segments::value_record_blocks;
-use crate::page::ValueRef;
-use crate::prefix::Prefix;
+use crate::state::page::ValueRef;
+use crate::state::prefix::Prefix;
 use crate::stats::ReadKind;
 use sprig_core::trie::KeyPath;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-impl Db {
-    /// Make the retained version `seq` the latest again, durably, as a new commit. Fails if
-    /// `seq` is not retained (see `Options::retained_versions`). Rolling back to the latest
-    /// version does nothing.
-    pub fn rollback_to(&self, seq: u64) -> Result<CommitInfo> {
-        let inner = &self.inner;
-        let mut w = inner.writer.lock();
+impl Inner {
+    /// Make the retained version `seq` the latest again (see `Db::rollback_to`).
+    pub(crate) fn rollback_to(&self, seq: u64) -> Result<CommitInfo> {
+        let inner = self;
+        let mut w = inner.log.writer.lock();
         w.check_writable()?;
         let head = inner.head();
-        let target = inner.retained_version(seq)?;
+        let target = inner.versions.retained_version(seq)?;
         if target.seq == head.seq {
             return Ok(CommitInfo {
                 seq: head.seq,
@@ -91,10 +90,8 @@ impl Db {
                 w,
                 &head,
                 &record,
-                &[],
-                &Default::default(),
-                &Default::default(),
-                inner.next_version_id(),
+                Blocks::none(),
+                inner.versions.next_id(),
             )?;
             inner.counters.commit();
             inner.counters.written(published.log_bytes, 0);
@@ -116,7 +113,7 @@ impl Db {
         &self,
         pages: &[(Prefix, PageRef)],
     ) -> Result<BTreeMap<u64, (KeyPath, u64)>> {
-        let loaded = self.inner.load_pages(pages, ReadKind::Maintenance)?;
+        let loaded = self.load_pages(pages, ReadKind::Maintenance)?;
         let mut out = BTreeMap::new();
         for page in loaded {
             for e in page.iter() {

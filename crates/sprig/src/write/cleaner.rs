@@ -6,12 +6,12 @@
 //! are patched into the pages that point at them as those pages are written. The work per
 //! commit is bounded, so cleaning never stalls a commit for long.
 
-use crate::db::Inner;
-use crate::directory::{DirNode, Directory, MemoryPage, PageLoc, PageRef};
+use crate::write::engine::Inner;
+use crate::state::directory::{DirNode, Directory, MemoryPage, PageLoc, PageRef};
 use crate::error::Result;
 use crate::log::segments::{loc_segment, SegmentTable};
-use crate::page::ValueRef;
-use crate::prefix::Prefix;
+use crate::state::page::ValueRef;
+use crate::state::prefix::Prefix;
 use crate::stats::ReadKind;
 use sprig_core::trie::KeyPath;
 use std::collections::{BTreeMap, BTreeSet};
@@ -90,7 +90,7 @@ fn choose_victims(table: &SegmentTable, max_amp: f64, incoming: u64, mode: Clean
 impl Inner {
     /// Whether an explicit clean would find a segment to clean.
     pub(crate) fn has_cleaning_work(&self) -> bool {
-        let w = self.writer.lock();
+        let w = self.log.writer.lock();
         !choose_victims(
             &w.table,
             self.options.max_space_amplification,
@@ -157,7 +157,7 @@ impl Inner {
         }
 
         // The bytes of every value to move, checked against the pointer in its page.
-        let by_region: BTreeMap<Prefix, Arc<crate::page::Page>> = relocation
+        let by_region: BTreeMap<Prefix, Arc<crate::state::page::Page>> = relocation
             .regions
             .iter()
             .filter_map(|(p, n)| match n.as_ref() {
@@ -190,7 +190,7 @@ impl Inner {
             };
             if let Some(ValueRef::External(x)) = page.get(&key) {
                 if x.loc == l {
-                    let bytes = self.segments.read_value(&key, &x)?;
+                    let bytes = self.log.segments.read_value(&key, &x)?;
                     self.counters.value_read(x.len);
                     relocation.values.insert(l, (key, bytes));
                 }

@@ -15,7 +15,7 @@
 //! never does I/O.
 
 use crate::io::{Block, BLOCK_BYTES};
-use crate::prefix::Prefix;
+use crate::state::prefix::Prefix;
 use sprig_core::proof::{path_proof_below, prove_and_update, PathProof, ProofNode};
 use sprig_core::trie::{
     bit_at, parent, shared_prefix_bits, subtrie_root, KeyPath, Node, ValueHash, KEY_BITS,

@@ -24,22 +24,25 @@
 //! exactly the pages one rewrite of the whole region would: a region is split only when its
 //! new puts alone overflow a page, and then its layout splits at that bit too.
 
-use super::publish::Write;
+use crate::log::publish::{Blocks, Write};
 use super::rewrite::{merge_sparse_with, page_node, rewrite_regions, RegionWork};
-use super::write::{segment_heads_of, value_blocks, ValueLocs};
+use super::commit::{segment_heads_of, ValueLocs};
+use crate::log::segments::value_blocks;
 use super::{Change, CommitInfo, Region};
-use crate::db::{Db, Inner, Version, Writer};
-use crate::directory::{DirNode, Directory, PageLoc, PageRef};
+use crate::log::writer::Writer;
+use crate::state::version::Version;
+use crate::write::engine::Inner;
+use crate::state::directory::{DirNode, Directory, PageLoc, PageRef};
 use crate::error::{Error, Result};
 use crate::io::BLOCK_BYTES;
 use crate::log::record::{hex, CommitRecord};
 use crate::log::segments::{loc_block, loc_segment, SegmentTable};
 use crate::options::SyncPolicy;
-use crate::page::{
+use crate::state::page::{
     ExternalValue, Page, Stamp, ValueRef, MAX_INLINE_VALUE_BYTES, MAX_VALUE_BYTES, PAGE_BODY_BYTES,
     UNWRITTEN,
 };
-use crate::prefix::Prefix;
+use crate::state::prefix::Prefix;
 use crate::stats::ReadKind;
 use sprig_core::trie::{bit_at, KeyPath};
 use std::collections::{BTreeMap, BTreeSet};
@@ -81,27 +84,14 @@ impl Default for ImportOptions {
     }
 }
 
-impl Db {
-    /// Apply `changes` — sorted by key path, each key at most once; a value sets the key,
-    /// `None` deletes it — to the latest version as ONE commit, with memory bounded by
-    /// `options.memory_bytes` whatever the number of changes (a [`WriteBatch`] holds about a
-    /// page per changed key until it commits).
-    ///
-    /// Atomic like a commit: the new version is durable and published when this returns, and
-    /// an error or a crash before leaves the previous one. The first error of `changes` stops
-    /// the import and is returned; so are keys out of order or repeated
-    /// ([`Error::InvalidArgument`]) and values above [`crate::MAX_VALUE_BYTES`]. No witness is
-    /// made and the cleaner does not run. The writer is held throughout: other commits wait
-    /// (so `changes` must not commit to this database itself), and overlays built on the
-    /// previous version become stale.
-    ///
-    /// [`WriteBatch`]: crate::WriteBatch
-    pub fn import_sorted<I>(&self, changes: I, options: &ImportOptions) -> Result<CommitInfo>
+impl Inner {
+    /// Apply a sorted stream of changes as one commit (see `Db::import_sorted`).
+    pub(crate) fn import_sorted<I>(&self, changes: I, options: &ImportOptions) -> Result<CommitInfo>
     where
         I: IntoIterator<Item = Result<(KeyPath, Option<Vec<u8>>)>>,
     {
-        let inner = &self.inner;
-        let mut w = inner.writer.lock();
+        let inner = self;
+        let mut w = inner.log.writer.lock();
         w.check_writable()?;
         let head = inner.head();
         let mut import = Import::new(inner, &w, &head, options)?;
@@ -424,7 +414,7 @@ impl<'a> Import<'a> {
             })
             .copied()
             .collect();
-        match self.inner.write_blocks(writes) {
+        match self.inner.log.write_blocks(writes) {
             Ok((n, _)) => self.bytes += n,
             Err(e) => {
                 self.poison = Some(e.to_string());
@@ -503,7 +493,7 @@ impl<'a> Import<'a> {
         for (prefix, r) in refs {
             match r.loc {
                 PageLoc::Disk(l) if self.wrote(l) => {
-                    let page = self.inner.segments.read_page(l, r.checksum, prefix)?;
+                    let page = self.inner.log.segments.read_page(l, r.checksum, prefix)?;
                     self.inner.counters.page_reads(ReadKind::Maintenance, 1);
                     out.push(Arc::new(page));
                 }
@@ -592,10 +582,12 @@ impl<'a> Import<'a> {
                     w,
                     head,
                     &record,
-                    &[],
-                    touched,
-                    created,
-                    inner.next_version_id(),
+                    Blocks {
+                        writes: &[],
+                        earlier: touched,
+                        created,
+                    },
+                    inner.versions.next_id(),
                 )
                 .map(|p| p.log_bytes)
         })?;

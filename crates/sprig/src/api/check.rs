@@ -3,15 +3,15 @@
 //! against the directory, and read and hash every value in the value log. Every problem is
 //! collected with the file and offset where it was found.
 
-use crate::db::Db;
-use crate::directory::{PageLoc, PageRef};
+use crate::api::db::Db;
 use crate::error::{Error, Result};
 use crate::log::record::hex;
 use crate::log::segments::{
     decode_page_at, loc_offset, loc_segment, segment_file_name, verify_page_checksum,
 };
-use crate::page::ValueRef;
-use crate::prefix::Prefix;
+use crate::state::directory::{PageLoc, PageRef};
+use crate::state::page::ValueRef;
+use crate::state::prefix::Prefix;
 use crate::stats::ReadKind;
 
 /// Pages checked per batch of reads.
@@ -72,13 +72,13 @@ impl Db {
             })
             .collect();
         let locs: Vec<u64> = on_disk.iter().map(|(_, l, _)| *l).collect();
-        let blocks = match inner.segments.read_blocks(&locs) {
+        let blocks = match inner.log.segments.read_blocks(&locs) {
             Ok(b) => b.into_iter().map(Ok).collect::<Vec<_>>(),
             // Attribute the failure: read the pages one by one.
             Err(_) => locs
                 .iter()
                 .map(|l| {
-                    inner.segments.read_blocks(&[*l]).and_then(|mut v| {
+                    inner.log.segments.read_blocks(&[*l]).and_then(|mut v| {
                         v.pop()
                             .ok_or_else(|| Error::internal("a block asked for was not read"))
                     })
@@ -123,7 +123,7 @@ impl Db {
                     "the page's stored bucket nodes do not match its entries".to_string(),
                 ));
             }
-            let node = crate::page::fold_buckets(inner.hasher, prefix.depth(), &buckets);
+            let node = crate::state::page::fold_buckets(inner.hasher, prefix.depth(), &buckets);
             if node != r.node {
                 report.problems.push(bad(format!(
                     "page hashes to {} but the directory holds {}",
@@ -135,7 +135,7 @@ impl Db {
             for e in page.iter() {
                 if let ValueRef::External(x) = e.value {
                     report.values += 1;
-                    match inner.segments.read_value(e.key, &x) {
+                    match inner.log.segments.read_value(e.key, &x) {
                         Ok(v) => report.bytes_read += v.len() as u64,
                         Err(err) => report.problems.push(err),
                     }

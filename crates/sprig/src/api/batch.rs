@@ -1,16 +1,21 @@
-//! The write batch: reads (with read-your-writes) and changes on one version, and `finish`,
-//! which turns them into a [`Pending`] commit with its new root and witness.
+//! The write batch: reads (with read-your-writes) and changes on one version; `finish`, which
+//! turns them into a [`Pending`] overlay with its new root and witness; and `Pending` itself,
+//! a finished batch not committed yet, with its own reads and proofs, on which further batches
+//! can build (see [`crate::state::version`] for an overlay's life cycle).
 
-use super::rewrite::{merge_sparse, rewrite_regions, RegionWork};
-use super::{Change, Region};
-use crate::db::{Inner, Pin, Version};
-use crate::directory::{DirNode, PageRef};
+use crate::api::view::ReadView;
 use crate::error::{Error, Result};
-use crate::overlay::{overlay_bytes, OverlayParts, OverlayState, Pending};
-use crate::page::{Page, MAX_INLINE_VALUE_BYTES, MAX_VALUE_BYTES};
-use crate::prefix::Prefix;
+use crate::state::directory::{DirNode, PageRef};
+use crate::state::page::{Page, MAX_INLINE_VALUE_BYTES, MAX_VALUE_BYTES};
+use crate::state::prefix::Prefix;
+use crate::state::version::Version;
+use crate::state::version::{overlay_bytes, OverlayParts, OverlayState};
+use crate::state::versions::Pin;
 use crate::stats::ReadKind;
-use sprig_core::trie::KeyPath;
+use crate::write::engine::Inner;
+use crate::write::rewrite::{merge_sparse, rewrite_regions, RegionWork};
+use crate::write::{Change, Region};
+use sprig_core::trie::{KeyPath, Node};
 use sprig_core::{MultiProof, Witness};
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
@@ -29,7 +34,7 @@ impl WriteBatch {
     /// A batch on `base` (a committed version or an overlay) that something already pins
     /// (see [`Pin`]).
     pub(crate) fn on(inner: Arc<Inner>, base: Arc<Version>) -> WriteBatch {
-        let pin = Pin::new(&inner, base.committed_base_seq());
+        let pin = inner.versions.pin(base.committed_base_seq());
         WriteBatch::pinned(inner, base, pin)
     }
 
@@ -156,7 +161,7 @@ impl WriteBatch {
             .seq
             .checked_add(1)
             .ok_or_else(|| Error::internal("commit sequence numbers exhausted"))?;
-        let stamp = crate::page::Stamp {
+        let stamp = crate::state::page::Stamp {
             seq: new_seq,
             synced: self.inner.options.sync == crate::options::SyncPolicy::Always,
         };
@@ -176,7 +181,9 @@ impl WriteBatch {
                         out.extend_from_slice(&r.proof);
                         Ok(())
                     } else {
-                        Err(crate::directory::DirectoryError::PageMissing(*prefix))
+                        Err(crate::state::directory::DirectoryError::PageMissing(
+                            *prefix,
+                        ))
                     }
                 },
                 &mut proof,
@@ -226,7 +233,7 @@ impl WriteBatch {
             new_pages,
         };
         let version = Arc::new(Version {
-            id: self.inner.next_version_id(),
+            id: self.inner.versions.next_id(),
             seq: new_seq,
             dir,
             overlay: Some(OverlayState::new(self.base.clone(), parts, charge)),
@@ -236,5 +243,101 @@ impl WriteBatch {
             version,
             _pin: Arc::new(self.pin),
         })
+    }
+}
+
+/// Uncommitted changes: a finished batch, on top of a committed version or another overlay.
+/// Cheap to clone; clones are the same overlay.
+#[derive(Clone)]
+pub struct Pending {
+    pub(crate) inner: Arc<Inner>,
+    pub(crate) version: Arc<Version>,
+    pub(crate) _pin: Arc<Pin>,
+}
+
+impl Pending {
+    /// The state root after this overlay.
+    pub fn root(&self) -> Node {
+        self.version.dir.root_node()
+    }
+
+    /// The state root of the version this overlay builds on.
+    pub fn base_root(&self) -> Node {
+        self.state().map_or([0; 32], |o| o.parent().dir.root_node())
+    }
+
+    /// The sequence number of the version this overlay builds on.
+    pub fn base_seq(&self) -> u64 {
+        self.version.seq.saturating_sub(1)
+    }
+
+    /// The sequence number this overlay gets when committed.
+    pub fn seq(&self) -> u64 {
+        self.version.seq
+    }
+
+    /// The number of entries in this overlay's state.
+    pub fn len(&self) -> u64 {
+        self.version.dir.len()
+    }
+
+    /// Whether this overlay's state is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The witness of every key the batch read or wrote, against the base root.
+    pub fn witness(&self) -> &Witness {
+        /// Every `Pending` is made by `finish` and so has overlay state; this never shows.
+        static NONE: Witness = Witness {
+            keys: Vec::new(),
+            proof: sprig_core::MultiProof { nodes: Vec::new() },
+        };
+        self.state().map_or(&NONE, |o| &o.witness)
+    }
+
+    /// Whether this overlay has been committed.
+    pub fn is_committed(&self) -> bool {
+        self.state().is_some_and(OverlayState::is_committed)
+    }
+
+    pub(crate) fn state(&self) -> Option<&OverlayState> {
+        self.version.overlay.as_ref()
+    }
+
+    /// A read view of this overlay's state: values, proofs and witnesses against its root.
+    pub fn view(&self) -> Result<ReadView> {
+        self.version.check_usable(self.inner.head().seq)?;
+        Ok(ReadView::of(&self.inner, self.version.clone()))
+    }
+
+    /// Fail if this overlay was discarded or superseded.
+    pub fn check(&self) -> Result<()> {
+        self.version.check_usable(self.inner.head().seq)
+    }
+
+    /// Start a batch on top of this overlay (a block on this block, or a fork when several
+    /// batches start on the same overlay).
+    pub fn begin(&self) -> Result<WriteBatch> {
+        self.version.check_usable(self.inner.head().seq)?;
+        Ok(WriteBatch::on(self.inner.clone(), self.version.clone()))
+    }
+
+    /// Drop this overlay: it and every overlay built on it can no longer be read or committed.
+    /// A committed overlay is unaffected.
+    pub fn discard(self) {
+        if let Some(o) = self.state() {
+            o.discard();
+        }
+    }
+
+    /// Bytes of memory this overlay's changes hold (pages and values).
+    pub fn memory_bytes(&self) -> u64 {
+        self.state().map_or(0, OverlayState::memory_bytes)
+    }
+
+    /// The overlay's version, giving up this handle's pin (a commit takes over).
+    pub(crate) fn into_version(self) -> Arc<Version> {
+        self.version
     }
 }

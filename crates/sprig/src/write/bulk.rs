@@ -7,26 +7,27 @@
 //! key order. Nothing is visible until a checkpoint of the finished directory is durable: a
 //! crash during a bulk load leaves the empty database it started from.
 
-use crate::db::{Db, Inner};
-use crate::directory::{DirNode, Directory, PageLoc, PageRef};
+use crate::state::version::Version;
+use crate::write::engine::Inner;
+use crate::state::directory::{DirNode, Directory, PageLoc, PageRef};
 use crate::error::{Error, Result};
 use crate::io::{BlockBuf, OpenOptions, StorageFile};
 use crate::log::segments::{
     encode_value_record, loc_block, loc_offset, loc_segment, segment_file_name, value_blocks,
     SegmentTable,
 };
-use crate::page::{
+use crate::state::page::{
     ExternalValue, Layout, Page, ValueRef, MAX_INLINE_VALUE_BYTES, MAX_VALUE_BYTES,
     PAGE_BODY_BYTES, UNWRITTEN,
 };
-use crate::prefix::Prefix;
+use crate::state::prefix::Prefix;
 use sprig_core::trie::{KeyPath, Node};
 use sprig_core::Hasher;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
 /// Key-value bytes buffered in memory before buckets are spilled to disk.
-const BUFFER_BYTES: usize = 256 << 20;
+pub(crate) const BUFFER_BYTES: usize = 256 << 20;
 /// Regions with at most this many entries are built as one unit (one page or a few).
 const SMALL_REGION_ENTRIES: u64 = 64;
 /// Pages are filled to this many body bytes, leaving room for later inserts.
@@ -155,6 +156,7 @@ impl<'a> Buckets<'a> {
             if self.files[b].is_none() {
                 let f = self
                     .inner
+                    .log
                     .storage
                     .open(
                         &name,
@@ -208,7 +210,7 @@ impl<'a> Buckets<'a> {
     fn remove_files(&self) {
         for (b, f) in self.files.iter().enumerate() {
             if f.is_some() {
-                let _ = self.inner.storage.remove(&spill_name(b));
+                let _ = self.inner.log.storage.remove(&spill_name(b));
             }
         }
     }
@@ -370,7 +372,7 @@ impl Output<'_> {
         if let Some((start, buf)) = self.run.take() {
             let segment = loc_segment(start);
             self.touched.insert(segment);
-            let file = self.inner.segments.file(segment, true)?;
+            let file = self.inner.log.segments.file(segment, true)?;
             file.write_at(buf.as_bytes(), loc_offset(start))
                 .map_err(|e| Error::io("writing", segment_file_name(segment), e))?;
             self.bytes += buf.len() as u64;
@@ -472,52 +474,9 @@ where
     Ok(seen)
 }
 
-impl Db {
-    /// Fill an empty database from `items` (any order; a repeated key keeps its last value),
-    /// much faster than commits. The result is durable and visible only when this returns;
-    /// a crash before leaves the database empty.
-    pub fn bulk_load<I>(
-        &self,
-        items: I,
-        progress: &mut dyn FnMut(BulkProgress),
-    ) -> Result<BulkReport>
-    where
-        I: IntoIterator<Item = (KeyPath, Vec<u8>)>,
-    {
-        self.bulk_load_buffered(items.into_iter().map(Ok), progress, BUFFER_BYTES)
-    }
-
-    /// [`Db::bulk_load`] from a source that can fail (a file being parsed, say): the first
-    /// error stops the load before anything is published, leaves the database empty and
-    /// usable, and is returned.
-    pub fn try_bulk_load<I>(
-        &self,
-        items: I,
-        progress: &mut dyn FnMut(BulkProgress),
-    ) -> Result<BulkReport>
-    where
-        I: IntoIterator<Item = Result<(KeyPath, Vec<u8>)>>,
-    {
-        self.bulk_load_buffered(items, progress, BUFFER_BYTES)
-    }
-
-    /// [`Db::try_bulk_load`] with options: the input buffer, and the number of items the
-    /// source must hold.
-    pub fn bulk_load_with<I>(
-        &self,
-        items: I,
-        options: &BulkOptions,
-        progress: &mut dyn FnMut(BulkProgress),
-    ) -> Result<BulkReport>
-    where
-        I: IntoIterator<Item = Result<(KeyPath, Vec<u8>)>>,
-    {
-        let buffer_bytes = usize::try_from(options.buffer_bytes).unwrap_or(usize::MAX);
-        self.bulk_load_checked(items, progress, buffer_bytes, options.expected_items)
-    }
-
-    /// [`Db::try_bulk_load`] with `buffer_bytes` of input held in memory before spilling.
-    fn bulk_load_buffered<I>(
+impl Inner {
+    /// `Db::try_bulk_load` with `buffer_bytes` of input held in memory before spilling.
+    pub(crate) fn bulk_load_buffered<I>(
         &self,
         items: I,
         progress: &mut dyn FnMut(BulkProgress),
@@ -531,7 +490,7 @@ impl Db {
 
     /// The bulk load: partition `items`, check their number against `expected`, build,
     /// publish.
-    fn bulk_load_checked<I>(
+    pub(crate) fn bulk_load_checked<I>(
         &self,
         items: I,
         progress: &mut dyn FnMut(BulkProgress),
@@ -541,8 +500,8 @@ impl Db {
     where
         I: IntoIterator<Item = Result<(KeyPath, Vec<u8>)>>,
     {
-        let inner = &self.inner;
-        let mut w = inner.writer.lock();
+        let inner = self;
+        let mut w = inner.log.writer.lock();
         w.check_writable()?;
         let head = inner.head();
         if head.seq != 0 || !head.dir.is_empty() {
@@ -569,12 +528,12 @@ impl Db {
     /// Build the pages of the partitioned input, write them and publish the new version.
     fn build_and_publish(
         &self,
-        w: &mut crate::db::Writer,
+        w: &mut crate::log::writer::Writer,
         buckets: &mut Buckets<'_>,
         seen: u64,
         progress: &mut dyn FnMut(BulkProgress),
     ) -> Result<BulkReport> {
-        let inner = &self.inner;
+        let inner = self;
         let mut jobs = Vec::new();
         let plan = plan(&buckets.counts, 0, 0, 256, &mut jobs);
         let seq = 1u64;
@@ -659,7 +618,16 @@ impl Db {
 
         // Durable data first, then the checkpoint that makes it the database.
         let root = dir.root_node();
-        inner.publish_checkpoint(w, seq, dir, out.table, &out.touched)?;
+        let snapshot = inner
+            .log
+            .publish_checkpoint(w, seq, &dir, out.table, &out.touched)?;
+        let version = Arc::new(Version {
+            id: inner.versions.next_id(),
+            seq,
+            dir,
+            overlay: None,
+        });
+        inner.reset_history(w, version, snapshot);
         inner.counters.written(out.bytes, out.pages);
         inner.counters.checkpoint();
         Ok(BulkReport {
@@ -675,7 +643,7 @@ impl Db {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::Options;
+    use crate::{Db, Options};
 
     #[test]
     fn a_failing_source_publishes_nothing_and_leaves_the_database_usable() {
@@ -688,12 +656,14 @@ mod tests {
             }
         });
         let err = db
+            .inner
             .bulk_load_buffered(items, &mut |_| {}, 10_000)
             .unwrap_err();
         assert!(err.to_string().contains("record 4000"), "{err}");
         assert_eq!((db.seq(), db.len()), (0, 0));
         assert!(
             db.inner
+                .log
                 .storage
                 .list()
                 .unwrap()
@@ -748,6 +718,7 @@ mod tests {
             .collect();
         let spilled = Db::open_in_memory(Options::default()).unwrap();
         let report = spilled
+            .inner
             .bulk_load_buffered(items.clone().into_iter().map(Ok), &mut |_| {}, 10_000)
             .unwrap();
         let in_memory = Db::open_in_memory(Options::default()).unwrap();
@@ -756,6 +727,7 @@ mod tests {
         assert_eq!(report.entries, 4_000);
         assert!(spilled
             .inner
+            .log
             .storage
             .list()
             .unwrap()

@@ -1,6 +1,7 @@
-//! Overlays: uncommitted changes on top of a committed version or on top of another overlay.
+//! Versions of the state: a committed version, or an overlay — uncommitted changes on top of a
+//! committed version or on top of another overlay.
 //!
-//! A finished write batch is an overlay ([`Pending`]): a full version of the state whose
+//! A finished write batch is an overlay (`Pending` in the API): a full version of the state whose
 //! changed regions live in memory, with its own root, reads, proofs and witness. Batches can
 //! begin on an overlay (block on block), and several overlays can share a parent (forks, like
 //! unfinalized chain branches). Committing an overlay commits its uncommitted ancestors first,
@@ -8,15 +9,37 @@
 //! another path (a sibling was committed, or a rollback), and *discarded* when asked; using
 //! either, or a descendant of either, is an error. Overlay memory is counted against a limit.
 
-use crate::commit::{Region, WriteBatch};
-use crate::db::{Inner, Pin, ReadView, Version};
 use crate::error::{Error, Result};
+use crate::state::directory::{Directory, Region};
 use parking_lot::{Mutex, RwLock};
-use sprig_core::trie::{KeyPath, Node};
+use sprig_core::trie::KeyPath;
 use sprig_core::Witness;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
+
+/// A version of the state: committed, or an overlay of uncommitted changes.
+pub(crate) struct Version {
+    /// Unique among the versions of this database handle: what a commit checks it builds on.
+    pub id: u64,
+    /// The commit sequence number (0 for the empty database); for an overlay, the number it
+    /// gets when committed.
+    pub seq: u64,
+    /// The directory of this version.
+    pub dir: Directory,
+    /// For overlays: what they change and their parent.
+    pub overlay: Option<OverlayState>,
+}
+
+impl std::fmt::Debug for Version {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Version")
+            .field("id", &self.id)
+            .field("seq", &self.seq)
+            .field("overlay", &self.overlay.is_some())
+            .finish()
+    }
+}
 
 const LIVE: u8 = 0;
 const COMMITTED: u8 = 1;
@@ -157,7 +180,13 @@ impl OverlayState {
         *self.parent.write() = committed;
     }
 
-    fn discard(&self) {
+    /// Bytes of memory this overlay's changes hold.
+    pub fn memory_bytes(&self) -> u64 {
+        self._memory.bytes
+    }
+
+    /// Discard the overlay (a committed one stays committed).
+    pub fn discard(&self) {
         // A committed overlay stays committed: discarding it only drops the handle.
         let _ = self
             .status
@@ -214,97 +243,6 @@ impl Version {
     /// Where a committed ancestor overlay wrote its value for `key`.
     pub(crate) fn written_value(&self, key: &KeyPath) -> Option<u64> {
         self.walk_chain(|_, o| o.written.lock().get(key).copied())
-    }
-}
-
-/// Uncommitted changes: a finished batch, on top of a committed version or another overlay.
-/// Cheap to clone; clones are the same overlay.
-#[derive(Clone)]
-pub struct Pending {
-    pub(crate) inner: Arc<Inner>,
-    pub(crate) version: Arc<Version>,
-    pub(crate) _pin: Arc<Pin>,
-}
-
-impl Pending {
-    /// The state root after this overlay.
-    pub fn root(&self) -> Node {
-        self.version.dir.root_node()
-    }
-
-    /// The state root of the version this overlay builds on.
-    pub fn base_root(&self) -> Node {
-        self.state().map_or([0; 32], |o| o.parent().dir.root_node())
-    }
-
-    /// The sequence number of the version this overlay builds on.
-    pub fn base_seq(&self) -> u64 {
-        self.version.seq.saturating_sub(1)
-    }
-
-    /// The sequence number this overlay gets when committed.
-    pub fn seq(&self) -> u64 {
-        self.version.seq
-    }
-
-    /// The number of entries in this overlay's state.
-    pub fn len(&self) -> u64 {
-        self.version.dir.len()
-    }
-
-    /// Whether this overlay's state is empty.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    /// The witness of every key the batch read or wrote, against the base root.
-    pub fn witness(&self) -> &Witness {
-        /// Every `Pending` is made by `finish` and so has overlay state; this never shows.
-        static NONE: Witness = Witness {
-            keys: Vec::new(),
-            proof: sprig_core::MultiProof { nodes: Vec::new() },
-        };
-        self.state().map_or(&NONE, |o| &o.witness)
-    }
-
-    /// Whether this overlay has been committed.
-    pub fn is_committed(&self) -> bool {
-        self.state().is_some_and(OverlayState::is_committed)
-    }
-
-    pub(crate) fn state(&self) -> Option<&OverlayState> {
-        self.version.overlay.as_ref()
-    }
-
-    /// A read view of this overlay's state: values, proofs and witnesses against its root.
-    pub fn view(&self) -> Result<ReadView> {
-        self.version.check_usable(self.inner.head().seq)?;
-        Ok(ReadView::of(&self.inner, self.version.clone()))
-    }
-
-    /// Fail if this overlay was discarded or superseded.
-    pub fn check(&self) -> Result<()> {
-        self.version.check_usable(self.inner.head().seq)
-    }
-
-    /// Start a batch on top of this overlay (a block on this block, or a fork when several
-    /// batches start on the same overlay).
-    pub fn begin(&self) -> Result<WriteBatch> {
-        self.version.check_usable(self.inner.head().seq)?;
-        Ok(WriteBatch::on(self.inner.clone(), self.version.clone()))
-    }
-
-    /// Drop this overlay: it and every overlay built on it can no longer be read or committed.
-    /// A committed overlay is unaffected.
-    pub fn discard(self) {
-        if let Some(o) = self.state() {
-            o.discard();
-        }
-    }
-
-    /// Bytes of memory this overlay's changes hold (pages and values).
-    pub fn memory_bytes(&self) -> u64 {
-        self.state().map_or(0, |o| o._memory.bytes)
     }
 }
 

@@ -2,29 +2,27 @@
 //! sequential runs, sync, append the commit record to the log, sync, publish the new version;
 //! then housekeeping (checkpoints, deleting segments no version needs).
 
-use super::publish::{Published, Write};
+use super::engine::Inner;
 use super::CommitInfo;
-use crate::cleaner::CleanMode;
-use crate::db::{Inner, Version, Writer};
-use crate::directory::{DirNode, MemoryPage, PageLoc, PageRef};
 use crate::error::{Error, Result};
-use crate::io::BlockBuf;
-use crate::log::checkpoint::Checkpoint;
+use crate::log::publish::{Blocks, Published, Write};
 use crate::log::record::CommitRecord;
-pub(super) use crate::log::segments::value_blocks;
-use crate::log::segments::{encode_value_record, loc_segment};
-use crate::log::wal::Wal;
-use crate::overlay::Pending;
-use crate::page::{Page, UNWRITTEN};
+use crate::io::BlockBuf;
+use crate::log::segments::{encode_value_record, loc_segment, value_blocks};
+use crate::log::writer::Writer;
+use crate::state::directory::{DirNode, MemoryPage, PageLoc, PageRef};
+use crate::state::page::{Page, UNWRITTEN};
+use crate::state::version::Version;
+use crate::write::cleaner::CleanMode;
 use sprig_core::trie::KeyPath;
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
 /// Where the value records written by a commit went.
 #[derive(Default)]
-pub(super) struct ValueLocs {
+pub(crate) struct ValueLocs {
     /// New values, by key.
-    pub(super) new: HashMap<KeyPath, u64>,
+    pub(crate) new: HashMap<KeyPath, u64>,
     /// Relocated values: old location → new location.
     moved: HashMap<u64, u64>,
     /// The overlay's parent: values its pages inherited from committed ancestor overlays.
@@ -43,22 +41,18 @@ impl ValueLocs {
 
 /// What a commit's page writes produce: each page as written (value pointers resolved), by
 /// location; and each in-memory page with its location and checksum, to release once durable.
-pub(super) type WrittenPages<'a> = (
+pub(crate) type WrittenPages<'a> = (
     &'a mut Vec<(u64, Arc<Page>)>,
     &'a mut Vec<(Arc<MemoryPage>, u64, u64)>,
 );
 
 impl Inner {
-    /// Commit the overlay `pending` and its uncommitted ancestors (oldest first), with
+    /// Commit the overlay `version` and its uncommitted ancestors (oldest first), with
     /// cleaning in `mode`. Returns what the last commit did.
-    pub(crate) fn commit(
-        self: &Arc<Self>,
-        pending: Pending,
-        mode: CleanMode,
-    ) -> Result<CommitInfo> {
-        let mut w = self.writer.lock();
+    pub(crate) fn commit(&self, version: Arc<Version>, mode: CleanMode) -> Result<CommitInfo> {
+        let mut w = self.log.writer.lock();
         let mut chain: Vec<Arc<Version>> = Vec::new();
-        let mut v = pending.version.clone();
+        let mut v = version.clone();
         while let Some(o) = &v.overlay {
             if o.is_committed() {
                 break;
@@ -68,12 +62,12 @@ impl Inner {
             v = parent;
         }
         if chain.is_empty() {
-            return Err(Error::AlreadyCommitted(pending.version.id));
+            return Err(Error::AlreadyCommitted(version.id));
         }
         // Refuse the whole chain before writing any of it: an unusable overlay anywhere in it,
         // or a bottom that no longer rests on the latest version.
         let head = self.head();
-        pending.version.check_usable(head.seq)?;
+        version.check_usable(head.seq)?;
         if let Some(base) = chain.last().and_then(|v| v.overlay.as_ref()) {
             let parent = base.parent();
             if parent.id != head.id {
@@ -83,7 +77,7 @@ impl Inner {
                 });
             }
         }
-        drop(pending);
+        drop(version);
         let mut last = None;
         for version in chain.into_iter().rev() {
             last = Some(self.commit_one(&mut w, &version, mode)?);
@@ -93,7 +87,7 @@ impl Inner {
 
     /// Commit one overlay whose parent is the latest version.
     fn commit_one(
-        self: &Arc<Self>,
+        &self,
         w: &mut Writer,
         version: &Arc<Version>,
         mode: CleanMode,
@@ -136,7 +130,7 @@ impl Inner {
                 mode,
             )?
         } else {
-            crate::cleaner::Relocation::default()
+            crate::write::cleaner::Relocation::default()
         };
         w.guarded(|w| self.write_and_publish(w, version, &head, &freed, relocation))
     }
@@ -150,7 +144,7 @@ impl Inner {
         version: &Arc<Version>,
         head: &Arc<Version>,
         freed: &BTreeSet<u64>,
-        relocation: crate::cleaner::Relocation,
+        relocation: crate::write::cleaner::Relocation,
     ) -> Result<CommitInfo> {
         let Some(pending) = &version.overlay else {
             return Err(Error::internal(
@@ -229,9 +223,11 @@ impl Inner {
             w,
             head,
             &record,
-            &writes,
-            &BTreeSet::new(),
-            &created,
+            Blocks {
+                writes: &writes,
+                earlier: &BTreeSet::new(),
+                created: &created,
+            },
             version.id,
         )?;
         pending.mark_committed(locs.new.clone(), head.clone());
@@ -263,7 +259,7 @@ impl Inner {
     }
 
     /// Allocate and queue the record of one value; returns its location.
-    pub(super) fn queue_value(
+    pub(crate) fn queue_value(
         &self,
         table: &mut crate::log::segments::SegmentTable,
         writes: &mut Vec<Write>,
@@ -283,7 +279,7 @@ impl Inner {
     ///
     /// Recurses once per directory level (up to 256): the frame must stay small, so pages are
     /// handled in [`Inner::write_page`].
-    pub(super) fn write_subtree(
+    pub(crate) fn write_subtree(
         &self,
         node: &Arc<DirNode>,
         locs: &ValueLocs,
@@ -369,114 +365,6 @@ impl Inner {
         written.push((l, page));
         Ok((l, checksum))
     }
-
-    /// Housekeeping after a commit: checkpoint when the log has grown, delete segments no
-    /// version needs any more.
-    pub(crate) fn after_commit(&self, w: &mut Writer) -> Result<()> {
-        if w.log_position()?.1 >= self.options.checkpoint_log_bytes {
-            self.checkpoint_locked(w)?;
-        }
-        self.delete_emptied(w)
-    }
-
-    /// Start a new commit log and write a checkpoint of the oldest retained version (so a
-    /// reopen replays every retained version), then delete the logs and checkpoints older
-    /// than it.
-    ///
-    /// Order: the new log is created; the old one is closed by a synced rotation record
-    /// (which makes every commit so far durable, in any sync policy, and tells recovery where
-    /// the log goes on); the checkpoint is made durable; only then are older files deleted.
-    /// A failure poisons the writer.
-    pub(crate) fn checkpoint_locked(&self, w: &mut Writer) -> Result<()> {
-        w.guarded(|w| {
-            let snapshot = w
-                .history
-                .front()
-                .cloned()
-                .ok_or_else(|| Error::internal("no version to checkpoint"))?;
-            let version = self.retained_version(snapshot.seq)?;
-            let head_seq = self.head().seq;
-            let (old_id, _) = w.log_position()?;
-            let new_wal_id = old_id
-                .checked_add(1)
-                .ok_or_else(|| Error::internal("commit log ids exhausted"))?;
-            let wal = Wal::create(self.storage.as_ref(), new_wal_id)?;
-            // Failpoint (feature `failpoints`): the new log exists, no checkpoint yet.
-            failpoint!("checkpoint.wal_rotated");
-            w.wal()?.append_rotation(new_wal_id, head_seq)?;
-            w.replace_wal(wal);
-            w.log_durable = true;
-            Checkpoint {
-                seq: snapshot.seq,
-                wal_id: snapshot.wal_id,
-                wal_offset: snapshot.wal_end,
-                durable_seq: head_seq,
-                table: snapshot.table.clone(),
-                dir: version.dir.clone(),
-            }
-            .store(self.storage.as_ref())?;
-            w.checkpoint_seq = snapshot.seq;
-            self.counters.checkpoint();
-            // Older logs and checkpoints are no longer needed; a failure to delete costs space
-            // only.
-            if let Ok(names) = self.storage.list() {
-                for name in names {
-                    let old = crate::log::wal::parse_wal_file_name(&name)
-                        .is_some_and(|id| id < snapshot.wal_id)
-                        || crate::log::checkpoint::parse_checkpoint_file_name(&name)
-                            .is_some_and(|seq| seq < snapshot.seq);
-                    if old {
-                        // Failpoint (feature `failpoints`): old files partly deleted.
-                        failpoint!("checkpoint.deleting_old");
-                        let _ = self.storage.remove(&name);
-                    }
-                }
-            }
-            Ok(())
-        })
-    }
-
-    /// Delete segments that hold no live data, once no pinned version can need them. The
-    /// commits that emptied them are made durable first (they may not be, under
-    /// `SyncPolicy::Never`): a power loss must never bring back a version whose segment is
-    /// gone.
-    pub(crate) fn delete_emptied(&self, w: &mut Writer) -> Result<()> {
-        let oldest = self.oldest_pinned().unwrap_or(u64::MAX);
-        let head_seq = self.head().seq;
-        let ready: Vec<u32> = w
-            .emptied
-            .iter()
-            .filter(|(id, since)| {
-                oldest >= **since
-                    && **since <= head_seq
-                    && w.table
-                        .segments
-                        .get(id)
-                        .is_some_and(|m| m.live_blocks() == 0)
-                    && **id != w.table.active
-            })
-            .map(|(id, _)| *id)
-            .collect();
-        if ready.is_empty() {
-            return Ok(());
-        }
-        if !w.log_durable {
-            w.guarded(|w| w.wal()?.sync())?;
-            w.log_durable = true;
-        }
-        let mut deleted = 0;
-        for id in ready {
-            w.emptied.remove(&id);
-            w.table.segments.remove(&id);
-            // Failpoint (feature `failpoints`): emptied segments partly deleted.
-            failpoint!("cleaner.deleting_segment");
-            if self.segments.remove(id).is_ok() {
-                deleted += 1;
-            }
-        }
-        self.counters.cleaned(0, 0, deleted);
-        Ok(())
-    }
 }
 
 /// For every segment written to, its fill after the writes, in allocation order.
@@ -486,7 +374,7 @@ fn segment_heads(table: &crate::log::segments::SegmentTable, writes: &[Write]) -
 }
 
 /// The fill of each segment of `ids`, in allocation order (segment ids grow as segments fill).
-pub(super) fn segment_heads_of(
+pub(crate) fn segment_heads_of(
     table: &crate::log::segments::SegmentTable,
     ids: &BTreeSet<u32>,
 ) -> Vec<(u32, u32)> {

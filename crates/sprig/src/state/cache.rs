@@ -1,7 +1,7 @@
 //! The page cache: decoded pages by location, bounded, evicting with the CLOCK algorithm.
 //! Page locations are never reused for other content, so entries never go stale.
 
-use crate::page::Page;
+use crate::state::page::Page;
 use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -103,12 +103,17 @@ impl PageCache {
     pub fn len(&self) -> usize {
         self.shards.iter().map(|s| s.lock().slots.len()).sum()
     }
+
+    /// Whether no page is cached.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::prefix::Prefix;
+    use crate::state::prefix::Prefix;
 
     fn page(seq: u64) -> Arc<Page> {
         Arc::new(Page::build(sprig_core::Hasher::Blake3, Prefix::root(), seq, &[]).unwrap())

@@ -1,0 +1,573 @@
+//! The public database handle: opening (creation, recovery, read-only opens), the entry points
+//! of every operation, and what the database says about itself (stats, recovery report, I/O
+//! backend).
+//!
+//! Data flows one way: API → write paths (`write/`) → state + log → I/O backend. `Db` is
+//! `Send + Sync`: any number of threads read through views while one commit runs; commits are
+//! serialised by the writer lock, and a view never sees part of a commit because a version is
+//! published only after its commit record is durable.
+
+use crate::api::batch::Pending;
+use crate::api::batch::WriteBatch;
+use crate::api::view::ReadView;
+use crate::error::{Error, Result};
+use crate::io::{self, MemoryStorage, Storage};
+use crate::log::checkpoint::{parse_checkpoint_file_name, Checkpoint};
+use crate::log::manifest::{Manifest, MANIFEST_FILE};
+use crate::log::recovery::{recover, Access, RecoveryReport};
+use crate::log::segments::{parse_segment_file_name, SegmentTable, Segments};
+use crate::log::wal::{parse_wal_file_name, Wal};
+use crate::log::writer::Writer;
+use crate::log::Log;
+use crate::options::Options;
+use crate::state::cache::PageCache;
+use crate::state::directory::Directory;
+use crate::state::version::OverlayMemory;
+use crate::state::version::Version;
+use crate::state::versions::Versions;
+use crate::stats::{Counters, Stats};
+use crate::write::bulk::BUFFER_BYTES;
+use crate::write::cleaner::CleanMode;
+use crate::write::engine::Inner;
+use crate::write::{BulkOptions, BulkProgress, BulkReport, CommitInfo, ImportOptions};
+use parking_lot::Mutex;
+use sprig_core::trie::{KeyPath, Node};
+use sprig_core::Hasher;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// A handle on an open database. Cheap to clone; every clone shares the same state.
+#[derive(Clone)]
+pub struct Db {
+    pub(crate) inner: Arc<Inner>,
+}
+
+/// Take the database directory's lock: an exclusive lock on its `LOCK` file
+/// ([`std::fs::File::try_lock`]: `flock` on unix, `LockFileEx` on Windows), held for as long
+/// as the returned file is open. Another open of the directory, by this process or another,
+/// gets [`Error::Locked`].
+fn lock_directory(path: &Path) -> Result<std::fs::File> {
+    let lock_path = path.join("LOCK");
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&lock_path)
+        .map_err(|e| Error::io("opening", lock_path.display().to_string(), e))?;
+    match file.try_lock() {
+        Ok(()) => Ok(file),
+        Err(std::fs::TryLockError::WouldBlock) => Err(Error::Locked(path.to_path_buf())),
+        Err(std::fs::TryLockError::Error(e)) => {
+            Err(Error::io("locking", lock_path.display().to_string(), e))
+        }
+    }
+}
+
+/// How many times a read-only open starts over when a writer in another process changed the
+/// files under it (deleted a log or checkpoint it was reading, or committed past it).
+const READ_ONLY_OPEN_ATTEMPTS: u32 = 5;
+
+impl Db {
+    /// Open the database in directory `path`, creating it if the options allow.
+    pub fn open(path: impl AsRef<Path>, options: Options) -> Result<Db> {
+        options.validate()?;
+        let path = path.as_ref();
+        let has_manifest = path.join(MANIFEST_FILE).exists();
+        if !has_manifest && !options.create_if_missing {
+            if !path.is_dir() {
+                return Err(Error::NotFound(path.to_path_buf()));
+            }
+            let (storage, _) = io::open_directory_read_only(path, options.io_backend, false)?;
+            return Err(missing_manifest(storage.as_ref())?
+                .unwrap_or_else(|| Error::NotFound(path.to_path_buf())));
+        }
+        std::fs::create_dir_all(path)
+            .map_err(|e| Error::io("creating", path.display().to_string(), e))?;
+        let lock = lock_directory(path)?;
+        let (storage, io) = io::open_directory(path, options.io_backend, options.direct_io)?;
+        Db::open_inner(
+            storage,
+            io,
+            options,
+            Some(path.to_path_buf()),
+            Some(lock),
+            Access::ReadWrite,
+        )
+    }
+
+    /// Open the database in `path` for reading only: no lock is taken and nothing is written,
+    /// so it works on read-only media and while another process has the database open for
+    /// writing. It sees the last commit durable when it opened (a later commit by another
+    /// process is not seen; open again for it). Every write fails with [`Error::ReadOnly`].
+    ///
+    /// While another process writes, its cleaner may delete segment files this handle still
+    /// reads: keep read-only handles short-lived there (a read then fails with an I/O error,
+    /// never with wrong data).
+    pub fn open_read_only(path: impl AsRef<Path>, options: Options) -> Result<Db> {
+        options.validate()?;
+        let path = path.as_ref();
+        if !path.join(MANIFEST_FILE).exists() {
+            if !path.is_dir() {
+                return Err(Error::NotFound(path.to_path_buf()));
+            }
+            let (storage, _) = io::open_directory_read_only(path, options.io_backend, false)?;
+            return Err(missing_manifest(storage.as_ref())?
+                .unwrap_or_else(|| Error::NotFound(path.to_path_buf())));
+        }
+        let (storage, io) =
+            io::open_directory_read_only(path, options.io_backend, options.direct_io)?;
+        Db::open_read_only_inner(storage, io, options, Some(path.to_path_buf()))
+    }
+
+    /// [`Db::open_read_only`] on any storage backend.
+    pub fn open_with_storage_read_only(storage: Arc<dyn Storage>, options: Options) -> Result<Db> {
+        options.validate()?;
+        let io = io::IoBackendInfo::of(storage.as_ref());
+        Db::open_read_only_inner(storage, io, options, None)
+    }
+
+    fn open_read_only_inner(
+        storage: Arc<dyn Storage>,
+        io: io::IoBackendInfo,
+        options: Options,
+        path: Option<PathBuf>,
+    ) -> Result<Db> {
+        let options = Options {
+            create_if_missing: false,
+            ..options
+        };
+        let mut attempt = 1;
+        loop {
+            match Db::open_inner(
+                storage.clone(),
+                io.clone(),
+                options.clone(),
+                path.clone(),
+                None,
+                Access::ReadOnly,
+            ) {
+                Err(e) if attempt < READ_ONLY_OPEN_ATTEMPTS && raced_with_a_writer(&e) => {
+                    attempt += 1;
+                    std::thread::sleep(std::time::Duration::from_millis(10));
+                }
+                other => return other,
+            }
+        }
+    }
+
+    /// Create a new database in `path`; fails if one exists there.
+    pub fn create(path: impl AsRef<Path>, options: Options) -> Result<Db> {
+        let path = path.as_ref();
+        if path.join(MANIFEST_FILE).exists() {
+            return Err(Error::AlreadyExists(path.to_path_buf()));
+        }
+        Db::open(
+            path,
+            Options {
+                create_if_missing: true,
+                ..options
+            },
+        )
+    }
+
+    /// A database that lives only in memory.
+    pub fn open_in_memory(options: Options) -> Result<Db> {
+        Db::open_with_storage(Arc::new(MemoryStorage::new()), options)
+    }
+
+    /// Open a database on any storage backend (for tests, fault injection and simulation).
+    pub fn open_with_storage(storage: Arc<dyn Storage>, options: Options) -> Result<Db> {
+        options.validate()?;
+        let io = io::IoBackendInfo::of(storage.as_ref());
+        Db::open_inner(storage, io, options, None, None, Access::ReadWrite)
+    }
+
+    fn open_inner(
+        storage: Arc<dyn Storage>,
+        io: io::IoBackendInfo,
+        options: Options,
+        path: Option<PathBuf>,
+        lock: Option<std::fs::File>,
+        access: Access,
+    ) -> Result<Db> {
+        let manifest = match Manifest::load(storage.as_ref())? {
+            Some(m) => {
+                if let Some(requested) = options.hasher {
+                    if requested != m.hasher {
+                        return Err(Error::HasherMismatch {
+                            stored: m.hasher,
+                            requested,
+                        });
+                    }
+                }
+                m
+            }
+            None => {
+                if let Some(e) = missing_manifest(storage.as_ref())? {
+                    return Err(e);
+                }
+                if !options.create_if_missing || access == Access::ReadOnly {
+                    return Err(Error::NotFound(path.unwrap_or_default()));
+                }
+                create_files(storage.as_ref(), &options)?
+            }
+        };
+        let recovered = recover(
+            storage.as_ref(),
+            &manifest,
+            options.retained_versions,
+            access,
+        )?;
+        if recovered.table.segment_blocks != manifest.segment_blocks {
+            return Err(Error::corruption(
+                crate::log::checkpoint::checkpoint_file_name(recovered.checkpoint_seq),
+                0,
+                "the checkpoint's segment size is not the manifest's",
+            ));
+        }
+        let mut snapshots = std::collections::VecDeque::new();
+        let mut history: Vec<Arc<Version>> = Vec::new();
+        for (dir, snapshot) in recovered.history {
+            history.push(Arc::new(Version {
+                id: history.len() as u64,
+                seq: snapshot.seq,
+                dir,
+                overlay: None,
+            }));
+            snapshots.push_back(snapshot);
+        }
+        if history.is_empty() {
+            history.push(Arc::new(Version {
+                id: 0,
+                seq: 0,
+                dir: Directory::empty(manifest.hasher),
+                overlay: None,
+            }));
+        }
+        let next_id = history.len() as u64;
+        let versions = Versions::new(history, options.retained_versions, next_id)?;
+        let writer = Writer::new(
+            recovered.table,
+            recovered.wal,
+            recovered.checkpoint_seq,
+            snapshots,
+        );
+        let inner = Inner {
+            path,
+            hasher: manifest.hasher,
+            log: Log {
+                segments: Segments::new(storage.clone(), manifest.hasher, manifest.segment_blocks),
+                storage,
+                sync: options.sync,
+                writer: Mutex::new(writer),
+            },
+            cache: PageCache::new(options.page_cache_bytes),
+            counters: Counters::default(),
+            versions,
+            overlay_memory: Arc::new(OverlayMemory::default()),
+            recovery: recovered.report,
+            options,
+            io,
+            _lock: lock,
+        };
+        let db = Db {
+            inner: Arc::new(inner),
+        };
+        db.inner.refresh_emptied(&mut db.inner.log.writer.lock());
+        Ok(db)
+    }
+
+    /// What opening the database found: a lost log tail (a commit in flight at a crash, or
+    /// unsynced commits lost to a power loss), repaired records, leftovers removed. See
+    /// [`RecoveryReport::findings`].
+    pub fn recovery(&self) -> &RecoveryReport {
+        &self.inner.recovery
+    }
+
+    /// Whether the database was opened read-only.
+    pub fn is_read_only(&self) -> bool {
+        self.inner
+            .log
+            .writer
+            .lock()
+            .check_writable()
+            .is_err_and(|e| matches!(e, Error::ReadOnly))
+    }
+
+    /// The hasher of this database.
+    pub fn hasher(&self) -> Hasher {
+        self.inner.hasher
+    }
+
+    /// The key path of an arbitrary byte key: its hash with this database's hasher.
+    pub fn key_path(&self, key: &[u8]) -> KeyPath {
+        sprig_core::key_path_of(self.inner.hasher, key)
+    }
+
+    /// The directory the database lives in (none for in-memory databases).
+    pub fn path(&self) -> Option<&Path> {
+        self.inner.path.as_deref()
+    }
+
+    /// The options the database was opened with.
+    pub fn options(&self) -> &Options {
+        &self.inner.options
+    }
+
+    /// The I/O backend in use, which may not be the one the options asked for: where the
+    /// kernel refuses io_uring, [`crate::IoBackend::IoUring`] runs on posix and this says
+    /// why; where the file system refuses `O_DIRECT`, I/O is buffered and this says why.
+    pub fn io_backend(&self) -> &io::IoBackendInfo {
+        &self.inner.io
+    }
+
+    /// A read view of the latest committed version.
+    pub fn view(&self) -> ReadView {
+        let (version, pin) = self.inner.versions.pinned_head();
+        ReadView::pinned(&self.inner, version, pin)
+    }
+
+    /// A read view of a retained committed version (see `Options::retained_versions`).
+    pub fn view_at(&self, seq: u64) -> Result<ReadView> {
+        let (version, pin) = self.inner.versions.pinned_version(seq)?;
+        Ok(ReadView::pinned(&self.inner, version, pin))
+    }
+
+    /// The retained committed versions, oldest first, as (sequence number, root).
+    pub fn versions(&self) -> Vec<(u64, Node)> {
+        self.inner.versions.retained_roots()
+    }
+
+    /// Start a batch of reads and changes on the latest version.
+    pub fn begin(&self) -> WriteBatch {
+        let (head, pin) = self.inner.versions.pinned_head();
+        WriteBatch::pinned(self.inner.clone(), head, pin)
+    }
+
+    /// Make a finished batch (an overlay) durable and the latest version, committing its
+    /// uncommitted ancestor overlays first. Fails with [`Error::Stale`] if another commit
+    /// happened since the batch began, and with an error naming the overlay if it was
+    /// discarded or superseded.
+    pub fn commit(&self, pending: Pending) -> Result<CommitInfo> {
+        if !Arc::ptr_eq(&pending.inner, &self.inner) {
+            return Err(Error::Foreign("the batch belongs to another database"));
+        }
+        self.inner.commit(pending.into_version(), CleanMode::Auto)
+    }
+
+    /// Run the cleaner now: copy the live data of sealed segments that are at most half live
+    /// forward (a bounded amount per call), so their files can be deleted. Returns what it did,
+    /// or `None` if no segment needed cleaning.
+    pub fn clean(&self) -> Result<Option<CommitInfo>> {
+        if !self.inner.has_cleaning_work() {
+            return Ok(None);
+        }
+        let pending = self.begin().finish()?;
+        self.inner
+            .commit(pending.into_version(), CleanMode::Explicit)
+            .map(Some)
+    }
+
+    /// The latest state root.
+    pub fn root(&self) -> Node {
+        self.inner.head().dir.root_node()
+    }
+
+    /// The latest commit's sequence number.
+    pub fn seq(&self) -> u64 {
+        self.inner.head().seq
+    }
+
+    /// The number of entries in the latest version (O(1)).
+    pub fn len(&self) -> u64 {
+        self.inner.head().dir.len()
+    }
+
+    /// Whether the latest version holds no entry.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Write a checkpoint now: of the oldest retained version, so that the next open replays
+    /// only the commit records of the retained versions (and every one of them survives).
+    pub fn checkpoint(&self) -> Result<()> {
+        let mut w = self.inner.log.writer.lock();
+        self.inner.checkpoint_locked(&mut w)
+    }
+
+    /// Counters and sizes.
+    pub fn stats(&self) -> Stats {
+        let mut s = self.inner.counters.snapshot();
+        let head = self.inner.head();
+        s.entries = head.dir.len();
+        s.seq = head.seq;
+        let mut pages = 0u64;
+        head.dir.for_each_page(|_, _| pages += 1);
+        s.pages = pages;
+        s.cached_pages = self.inner.cache.len() as u64;
+        s.overlay_bytes = self.inner.overlay_memory.bytes();
+        s.overlays = self.inner.overlay_memory.count();
+        s.retained_versions = self.inner.versions.retained_count() as u64;
+        s.io_backend = self.inner.io.clone();
+        let w = self.inner.log.writer.lock();
+        s.disk_bytes = w.table.used_blocks() * io::BLOCK_BYTES as u64;
+        s.live_bytes = w.table.live_blocks() * io::BLOCK_BYTES as u64;
+        s
+    }
+}
+
+/// Whole-database writes: bulk loads, imports of sorted streams, rollbacks.
+impl Db {
+    /// Fill an empty database from `items` (any order; a repeated key keeps its last value),
+    /// much faster than commits. The result is durable and visible only when this returns;
+    /// a crash before leaves the database empty.
+    pub fn bulk_load<I>(
+        &self,
+        items: I,
+        progress: &mut dyn FnMut(BulkProgress),
+    ) -> Result<BulkReport>
+    where
+        I: IntoIterator<Item = (KeyPath, Vec<u8>)>,
+    {
+        self.inner
+            .bulk_load_buffered(items.into_iter().map(Ok), progress, BUFFER_BYTES)
+    }
+
+    /// [`Db::bulk_load`] from a source that can fail (a file being parsed, say): the first
+    /// error stops the load before anything is published, leaves the database empty and
+    /// usable, and is returned.
+    pub fn try_bulk_load<I>(
+        &self,
+        items: I,
+        progress: &mut dyn FnMut(BulkProgress),
+    ) -> Result<BulkReport>
+    where
+        I: IntoIterator<Item = Result<(KeyPath, Vec<u8>)>>,
+    {
+        self.inner.bulk_load_buffered(items, progress, BUFFER_BYTES)
+    }
+
+    /// [`Db::try_bulk_load`] with options: the input buffer, and the number of items the
+    /// source must hold.
+    pub fn bulk_load_with<I>(
+        &self,
+        items: I,
+        options: &BulkOptions,
+        progress: &mut dyn FnMut(BulkProgress),
+    ) -> Result<BulkReport>
+    where
+        I: IntoIterator<Item = Result<(KeyPath, Vec<u8>)>>,
+    {
+        let buffer_bytes = usize::try_from(options.buffer_bytes).unwrap_or(usize::MAX);
+        self.inner
+            .bulk_load_checked(items, progress, buffer_bytes, options.expected_items)
+    }
+
+    /// Apply `changes` — sorted by key path, each key at most once; a value sets the key,
+    /// `None` deletes it — to the latest version as ONE commit, with memory bounded by
+    /// `options.memory_bytes` whatever the number of changes (a [`WriteBatch`] holds about a
+    /// page per changed key until it commits).
+    ///
+    /// Atomic like a commit: the new version is durable and published when this returns, and
+    /// an error or a crash before leaves the previous one. The first error of `changes` stops
+    /// the import and is returned; so are keys out of order or repeated
+    /// ([`Error::InvalidArgument`]) and values above [`crate::MAX_VALUE_BYTES`]. No witness is
+    /// made and the cleaner does not run. The writer is held throughout: other commits wait
+    /// (so `changes` must not commit to this database itself), and overlays built on the
+    /// previous version become stale.
+    ///
+    /// [`WriteBatch`]: crate::WriteBatch
+    pub fn import_sorted<I>(&self, changes: I, options: &ImportOptions) -> Result<CommitInfo>
+    where
+        I: IntoIterator<Item = Result<(KeyPath, Option<Vec<u8>>)>>,
+    {
+        self.inner.import_sorted(changes, options)
+    }
+
+    /// Make the retained version `seq` the latest again, durably, as a new commit. Fails if
+    /// `seq` is not retained (see `Options::retained_versions`). Rolling back to the latest
+    /// version does nothing.
+    pub fn rollback_to(&self, seq: u64) -> Result<CommitInfo> {
+        self.inner.rollback_to(seq)
+    }
+}
+
+/// Write the files of a new, empty database: log, checkpoint, then the manifest last (its
+/// presence is what makes the directory a database).
+fn create_files(storage: &dyn Storage, options: &Options) -> Result<Manifest> {
+    let hasher = options.hasher.unwrap_or_default();
+    let manifest = Manifest {
+        hasher,
+        segment_blocks: options.segment_blocks(),
+        created_unix_secs: std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs()),
+    };
+    Wal::create(storage, 1)?;
+    Checkpoint {
+        seq: 0,
+        wal_id: 1,
+        wal_offset: 0,
+        durable_seq: 0,
+        table: SegmentTable::new(manifest.segment_blocks),
+        dir: Directory::empty(hasher),
+    }
+    .store(storage)?;
+    manifest.store(storage)?;
+    Ok(manifest)
+}
+
+/// The error for a directory that holds a database's files but no manifest (deleted or lost):
+/// corruption, never "no database here" (which would invite creating a new one over it).
+///
+/// The manifest is written last when a database is created, so the empty first log and
+/// checkpoint alone are a creation that never finished: no database, created anew over them.
+/// Anything a database only has once it was used (a segment, a later checkpoint or log, a
+/// record in the first log) means the manifest was lost.
+fn missing_manifest(storage: &dyn Storage) -> Result<Option<Error>> {
+    let names = match storage.list() {
+        Ok(names) => names,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(Error::io("listing", "the database directory", e)),
+    };
+    let mut ours = 0usize;
+    for name in &names {
+        let used = match (
+            parse_checkpoint_file_name(name),
+            parse_wal_file_name(name),
+            parse_segment_file_name(name),
+        ) {
+            (Some(seq), _, _) => seq > 0,
+            (_, Some(1), _) => {
+                let file = storage
+                    .open(
+                        name,
+                        io::OpenOptions {
+                            create: false,
+                            direct: false,
+                        },
+                    )
+                    .map_err(|e| Error::io("opening", name, e))?;
+                file.size().map_err(|e| Error::io("reading", name, e))? > 0
+            }
+            (_, Some(_), _) | (_, _, Some(_)) => true,
+            _ => false,
+        };
+        ours += usize::from(used);
+    }
+    Ok((ours > 0).then(|| {
+        Error::corruption(
+            MANIFEST_FILE,
+            0,
+            format!(
+                "the manifest is missing, but the directory holds {ours} files of a Sprig                  database (logs, checkpoints, segments): it was deleted or lost"
+            ),
+        )
+    }))
+}
+
+/// Whether a failed read-only open may have raced with a writer in another process: a file
+/// it listed was deleted (a log or checkpoint superseded) before it was read.
+fn raced_with_a_writer(e: &Error) -> bool {
+    matches!(e, Error::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound)
+}

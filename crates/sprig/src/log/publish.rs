@@ -1,0 +1,341 @@
+//! The one publish path: how a new state becomes durable, and how a failure on the way poisons
+//! the writer; and the housekeeping of the files it leaves (log rotation with a checkpoint,
+//! deletion of segments nothing needs).
+//!
+//! Commits, cleaning (which rides on commits), rollbacks and imports publish a commit record;
+//! a bulk load publishes a checkpoint. Nothing else makes a new state durable; the caller
+//! makes the directory returned here the latest version. Every publication runs inside
+//! [`Writer::guarded`]: once the writer's state has started to change, any failure leaves it
+//! poisoned, so no later commit can build on state that might not match the disk (a failed
+//! sync may have dropped data; a record may be durable although publishing it failed).
+//! Reopening the database recovers from what is durable.
+//!
+//! Order of a record's publication, in every sync policy: the blocks it refers to are written
+//! and synced (and the directory, when a segment file was created), so that a record on disk
+//! always has its pages; then the record is appended (and synced under
+//! `SyncPolicy::Always`: the commit is durable there); then it is applied to the latest
+//! directory and the result becomes the latest version.
+
+use crate::error::{Error, Result};
+use crate::io::BlockBuf;
+use crate::log::checkpoint::{checkpoint_file_name, Checkpoint};
+use crate::log::record::{apply_record, CommitRecord};
+use crate::log::recovery::Snapshot;
+use crate::log::segments::{loc_block, loc_offset, loc_segment, segment_file_name, SegmentTable};
+use crate::log::wal::{wal_file_name, Wal, FLAG_PRIOR_DURABLE, FLAG_SYNCED};
+use crate::log::writer::Writer;
+use crate::log::Log;
+use crate::options::SyncPolicy;
+use crate::state::directory::Directory;
+use std::collections::BTreeSet;
+
+/// Blocks to write at a location.
+pub(crate) struct Write {
+    pub loc: u64,
+    pub blocks: BlockBuf,
+}
+
+impl Write {
+    /// The bytes to write.
+    pub fn len(&self) -> usize {
+        self.blocks.len()
+    }
+}
+
+/// The blocks a publication writes: `writes` now, after `earlier` segments written before
+/// without syncing (an import); `created` are the segments whose files they create.
+pub(crate) struct Blocks<'a> {
+    pub writes: &'a [Write],
+    pub earlier: &'a BTreeSet<u32>,
+    pub created: &'a BTreeSet<u32>,
+}
+
+impl Blocks<'_> {
+    /// No blocks (a rollback).
+    pub fn none() -> Blocks<'static> {
+        static EMPTY: BTreeSet<u32> = BTreeSet::new();
+        Blocks {
+            writes: &[],
+            earlier: &EMPTY,
+            created: &EMPTY,
+        }
+    }
+}
+
+/// What a publication of a record made: the new directory, and the bytes written.
+pub(crate) struct Published {
+    pub dir: Directory,
+    pub data_bytes: u64,
+    pub log_bytes: u64,
+}
+
+impl Log {
+    /// Make `record` durable after the `blocks` it refers to, then apply it to `head` (the
+    /// latest directory, of commit `head_seq`) and return the result. Call inside
+    /// [`Writer::guarded`].
+    pub(crate) fn publish_record(
+        &self,
+        w: &mut Writer,
+        head: &Directory,
+        head_seq: u64,
+        record: &CommitRecord,
+        blocks: Blocks<'_>,
+    ) -> Result<Published> {
+        let Blocks {
+            writes,
+            earlier,
+            created,
+        } = blocks;
+        if head_seq.checked_add(1) != Some(record.seq) {
+            return Err(Error::internal(format!(
+                "publishing commit {} on version {head_seq}",
+                record.seq
+            )));
+        }
+        let payload = record
+            .encode()
+            .map_err(|e| Error::internal(e.to_string()))?;
+        // Pair assertion: what replay checks, checked before anything is written.
+        record
+            .check_bounds(w.table.segment_blocks)
+            .map_err(|e| Error::internal(format!("a commit record replay would refuse: {e}")))?;
+        let (data_bytes, mut touched) = self.write_blocks(writes)?;
+        if !created.is_empty() {
+            // Failpoint (feature `failpoints`): a new segment file written, not yet synced.
+            failpoint!("commit.segment_created");
+        }
+        touched.extend(earlier.iter().copied());
+        self.sync_segments(&touched)?;
+        if !created.is_empty() {
+            self.storage
+                .sync_dir()
+                .map_err(|e| Error::io("syncing", "the database directory", e))?;
+        }
+        // Failpoint (feature `failpoints`): pages durable, no commit record yet.
+        failpoint!("commit.pages_synced");
+        let sync = self.sync == SyncPolicy::Always;
+        let flags = match (sync, w.log_durable) {
+            (true, _) => FLAG_SYNCED | FLAG_PRIOR_DURABLE,
+            (false, true) => FLAG_PRIOR_DURABLE,
+            (false, false) => 0,
+        };
+        let log_bytes = w.wal()?.append(record.seq, &payload, flags, sync)?;
+        w.log_durable = sync;
+        // Failpoint (feature `failpoints`): the commit is durable but not yet published.
+        failpoint!("commit.record_synced");
+        let (wal_id, _) = w.log_position()?;
+        let dir = apply_record(head, &mut w.table, record)
+            .map_err(|e| Error::corruption(wal_file_name(wal_id), 0, e.to_string()))?;
+        Ok(Published {
+            dir,
+            data_bytes,
+            log_bytes,
+        })
+    }
+
+    /// Make a whole new state durable as a checkpoint (a bulk load): its blocks are written;
+    /// sync them, start a new log, make the checkpoint of (`seq`, `dir`, `table`) durable, and
+    /// adopt `table`. Returns the snapshot the only retained version now has. Call inside
+    /// [`Writer::guarded`].
+    pub(crate) fn publish_checkpoint(
+        &self,
+        w: &mut Writer,
+        seq: u64,
+        dir: &Directory,
+        table: SegmentTable,
+        touched: &BTreeSet<u32>,
+    ) -> Result<Snapshot> {
+        self.sync_segments(touched)?;
+        self.storage
+            .sync_dir()
+            .map_err(|e| Error::io("syncing", "the database directory", e))?;
+        let (old_wal, _) = w.log_position()?;
+        let new_wal_id = old_wal
+            .checked_add(1)
+            .ok_or_else(|| Error::internal("commit log ids exhausted"))?;
+        let wal = Wal::create(self.storage.as_ref(), new_wal_id)?;
+        Checkpoint {
+            seq,
+            wal_id: new_wal_id,
+            wal_offset: 0,
+            durable_seq: seq,
+            table: table.clone(),
+            dir: dir.clone(),
+        }
+        .store(self.storage.as_ref())?;
+        w.replace_wal(wal);
+        w.log_durable = true;
+        // The old log and checkpoint are superseded; a failure to delete costs space only.
+        let _ = self.storage.remove(&wal_file_name(old_wal));
+        let _ = self
+            .storage
+            .remove(&checkpoint_file_name(w.checkpoint_seq));
+        w.checkpoint_seq = seq;
+        w.table = table.clone();
+        let snapshot = Snapshot {
+            seq,
+            table,
+            wal_id: new_wal_id,
+            wal_end: 0,
+        };
+        w.history.clear();
+        w.history.push_back(snapshot.clone());
+        Ok(snapshot)
+    }
+
+    /// Sync the given segment files.
+    pub(crate) fn sync_segments(&self, segments: &BTreeSet<u32>) -> Result<()> {
+        for segment in segments {
+            self.segments
+                .file(*segment, false)?
+                .sync()
+                .map_err(|e| Error::io("syncing", segment_file_name(*segment), e))?;
+        }
+        Ok(())
+    }
+
+    /// Write every queued block run (contiguous runs in one call each), without syncing.
+    /// Returns the bytes written and the segments written to.
+    pub(crate) fn write_blocks(&self, writes: &[Write]) -> Result<(u64, BTreeSet<u32>)> {
+        let mut order: Vec<&Write> = writes.iter().collect();
+        order.sort_by_key(|w| w.loc);
+        let mut total = 0u64;
+        let mut touched = BTreeSet::new();
+        let mut run: Option<(u64, BlockBuf)> = None;
+        let flush = |run: &mut Option<(u64, BlockBuf)>, total: &mut u64| -> Result<()> {
+            if let Some((start, buf)) = run.take() {
+                let segment = loc_segment(start);
+                let file = self.segments.file(segment, true)?;
+                file.write_at(buf.as_bytes(), loc_offset(start))
+                    .map_err(|e| Error::io("writing", segment_file_name(segment), e))?;
+                *total += buf.len() as u64;
+            }
+            Ok(())
+        };
+        for w in order {
+            touched.insert(loc_segment(w.loc));
+            let extends = run.as_ref().is_some_and(|(start, buf)| {
+                loc_segment(*start) == loc_segment(w.loc)
+                    && u64::from(loc_block(*start)) + buf.block_count() as u64
+                        == u64::from(loc_block(w.loc))
+            });
+            if extends {
+                if let Some((_, buf)) = run.as_mut() {
+                    buf.extend_from(&w.blocks);
+                }
+            } else {
+                flush(&mut run, &mut total)?;
+                run = Some((w.loc, w.blocks.clone()));
+            }
+        }
+        flush(&mut run, &mut total)?;
+        // Failpoint (feature `failpoints`): written, not synced.
+        failpoint!("commit.pages_written");
+        Ok((total, touched))
+    }
+
+    /// Start a new commit log and write a checkpoint of the oldest retained version (whose
+    /// directory is `oldest`), so a reopen replays every retained version; then delete the
+    /// logs and checkpoints older than it. `head_seq` is the latest commit.
+    ///
+    /// Order: the new log is created; the old one is closed by a synced rotation record
+    /// (which makes every commit so far durable, in any sync policy, and tells recovery where
+    /// the log goes on); the checkpoint is made durable; only then are older files deleted.
+    /// A failure poisons the writer.
+    pub(crate) fn checkpoint(
+        &self,
+        w: &mut Writer,
+        oldest: &Directory,
+        head_seq: u64,
+    ) -> Result<()> {
+        w.guarded(|w| {
+            let snapshot = w
+                .history
+                .front()
+                .cloned()
+                .ok_or_else(|| Error::internal("no version to checkpoint"))?;
+            let (old_id, _) = w.log_position()?;
+            let new_wal_id = old_id
+                .checked_add(1)
+                .ok_or_else(|| Error::internal("commit log ids exhausted"))?;
+            let wal = Wal::create(self.storage.as_ref(), new_wal_id)?;
+            // Failpoint (feature `failpoints`): the new log exists, no checkpoint yet.
+            failpoint!("checkpoint.wal_rotated");
+            w.wal()?.append_rotation(new_wal_id, head_seq)?;
+            w.replace_wal(wal);
+            w.log_durable = true;
+            Checkpoint {
+                seq: snapshot.seq,
+                wal_id: snapshot.wal_id,
+                wal_offset: snapshot.wal_end,
+                durable_seq: head_seq,
+                table: snapshot.table.clone(),
+                dir: oldest.clone(),
+            }
+            .store(self.storage.as_ref())?;
+            w.checkpoint_seq = snapshot.seq;
+            // Older logs and checkpoints are no longer needed; a failure to delete costs space
+            // only.
+            if let Ok(names) = self.storage.list() {
+                for name in names {
+                    let old = crate::log::wal::parse_wal_file_name(&name)
+                        .is_some_and(|id| id < snapshot.wal_id)
+                        || crate::log::checkpoint::parse_checkpoint_file_name(&name)
+                            .is_some_and(|seq| seq < snapshot.seq);
+                    if old {
+                        // Failpoint (feature `failpoints`): old files partly deleted.
+                        failpoint!("checkpoint.deleting_old");
+                        let _ = self.storage.remove(&name);
+                    }
+                }
+            }
+            Ok(())
+        })
+    }
+
+    /// Delete segments that hold no live data, once no version from `oldest_pinned` on (the
+    /// oldest one something reads or retains) can need them; `head_seq` is the latest commit.
+    /// The commits that emptied them are made durable first (they may not be, under
+    /// `SyncPolicy::Never`): a power loss must never bring back a version whose segment is
+    /// gone. Returns how many were deleted.
+    pub(crate) fn delete_emptied(
+        &self,
+        w: &mut Writer,
+        oldest_pinned: Option<u64>,
+        head_seq: u64,
+    ) -> Result<u64> {
+        let oldest = oldest_pinned.unwrap_or(u64::MAX);
+        let ready: Vec<u32> = w
+            .emptied
+            .iter()
+            .filter(|(id, since)| {
+                oldest >= **since
+                    && **since <= head_seq
+                    && w.table
+                        .segments
+                        .get(id)
+                        .is_some_and(|m| m.live_blocks() == 0)
+                    && **id != w.table.active
+            })
+            .map(|(id, _)| *id)
+            .collect();
+        if ready.is_empty() {
+            return Ok(0);
+        }
+        if !w.log_durable {
+            w.guarded(|w| w.wal()?.sync())?;
+            w.log_durable = true;
+        }
+        let mut deleted = 0;
+        for id in ready {
+            w.emptied.remove(&id);
+            w.table.segments.remove(&id);
+            // Failpoint (feature `failpoints`): emptied segments partly deleted.
+            failpoint!("cleaner.deleting_segment");
+            if self.segments.remove(id).is_ok() {
+                deleted += 1;
+            }
+        }
+        Ok(deleted)
+    }
+}

@@ -1,0 +1,125 @@
+//! The state only the single writer changes: block allocation and live-data accounting (the
+//! segment table), the log being appended to, the log positions of the retained versions
+//! (what a checkpoint of each needs), segments waiting to be deleted, and whether an earlier
+//! failure poisoned writing.
+//!
+//! It lives behind [`crate::log::Log`]'s writer lock. Everything that changes it on the way
+//! to a publication runs inside [`Writer::guarded`], the one place a failure poisons writing.
+
+use crate::error::{Error, Result};
+use crate::log::recovery::Snapshot;
+use crate::log::segments::SegmentTable;
+use crate::log::wal::Wal;
+use std::collections::{BTreeMap, VecDeque};
+
+/// State owned by the single writer.
+pub(crate) struct Writer {
+    pub table: SegmentTable,
+    /// The log appended to; none when the database was opened read-only.
+    log: Option<Wal>,
+    /// The sequence number of the latest checkpoint file.
+    pub checkpoint_seq: u64,
+    /// One snapshot per retained version, oldest first (the same versions as the retained
+    /// versions of [`crate::state::versions::Versions`]): checkpoints are taken of the oldest,
+    /// so that every retained version survives a reopen.
+    pub history: VecDeque<Snapshot>,
+    /// Set after a failed write or sync: no more writes until reopened.
+    pub poisoned: Option<String>,
+    /// Segments with no live data, and the commit after which they became empty.
+    pub emptied: BTreeMap<u32, u64>,
+    /// Every record appended so far is durable (the log was synced since the last append), so
+    /// the next record may claim that every record before it is durable.
+    pub log_durable: bool,
+}
+
+impl Writer {
+    /// The writer after an open: `log` is none for a read-only database.
+    pub fn new(
+        table: SegmentTable,
+        log: Option<Wal>,
+        checkpoint_seq: u64,
+        history: VecDeque<Snapshot>,
+    ) -> Writer {
+        Writer {
+            table,
+            log,
+            checkpoint_seq,
+            history,
+            poisoned: None,
+            emptied: BTreeMap::new(),
+            log_durable: true,
+        }
+    }
+
+    /// Fail unless writes are allowed: the database is not read-only and no earlier write
+    /// failure poisoned it.
+    pub fn check_writable(&self) -> Result<()> {
+        if self.log.is_none() {
+            return Err(Error::ReadOnly);
+        }
+        if let Some(reason) = &self.poisoned {
+            return Err(Error::Poisoned(reason.clone()));
+        }
+        Ok(())
+    }
+
+    /// Run `f`, which changes the writer's state on the way to a publication: refused unless
+    /// writes are allowed, and any failure poisons the writer.
+    pub fn guarded<T>(&mut self, f: impl FnOnce(&mut Writer) -> Result<T>) -> Result<T> {
+        self.check_writable()?;
+        let result = f(self);
+        if let Err(e) = &result {
+            if self.poisoned.is_none() {
+                self.poisoned = Some(e.to_string());
+            }
+        }
+        result
+    }
+
+    /// The log, for a writable database.
+    pub fn wal(&mut self) -> Result<&mut Wal> {
+        self.log.as_mut().ok_or(Error::ReadOnly)
+    }
+
+    /// Replace the log (after a rotation or a bulk load); returns the old one.
+    pub fn replace_wal(&mut self, wal: Wal) -> Option<Wal> {
+        self.log.replace(wal)
+    }
+
+    /// Where the log stands: (file id, end of the last record).
+    pub fn log_position(&self) -> Result<(u32, u64)> {
+        let wal = self.log.as_ref().ok_or(Error::ReadOnly)?;
+        Ok((wal.id(), wal.end()))
+    }
+
+    /// Remember the log position and accounting of a version just published; only the last
+    /// `keep` are kept.
+    pub fn remember(&mut self, seq: u64, keep: usize) {
+        // Only a writable database publishes versions, so its log has a position.
+        let (wal_id, wal_end) = self.log_position().unwrap_or_default();
+        self.history.push_back(Snapshot {
+            seq,
+            table: self.table.clone(),
+            wal_id,
+            wal_end,
+        });
+        while self.history.len() > keep.max(1) {
+            self.history.pop_front();
+        }
+    }
+
+    /// Note which segments hold no live data (as of commit `head_seq`), so they can be
+    /// deleted once no reader needs them.
+    pub fn refresh_emptied(&mut self, head_seq: u64) {
+        let active = self.table.active;
+        let table = &self.table;
+        // A segment live again (a rollback) is no longer waiting to be deleted.
+        self.emptied
+            .retain(|id, _| table.segments.get(id).is_some_and(|m| m.live_blocks() == 0));
+        for (id, meta) in &self.table.segments {
+            if *id != active && meta.live_blocks() == 0 {
+                self.emptied.entry(*id).or_insert(head_seq);
+            }
+        }
+    }
+}

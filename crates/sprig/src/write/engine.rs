@@ -1,0 +1,123 @@
+//! The engine's shared state, split by owner: the files and the single writer's state (the
+//! log layer's [`Log`]), the visible versions and pins ([`Versions`]), the page cache, the
+//! counters and the overlay memory budget; and the steps every write path ends with —
+//! publishing a durable version and the housekeeping after it.
+//!
+//! Nothing here does I/O of its own: durable work is the log layer's, reading is
+//! [`super::read`]'s.
+
+use crate::error::{Error, Result};
+use crate::io::IoBackendInfo;
+use crate::log::publish::{Blocks, Published};
+use crate::log::record::CommitRecord;
+use crate::log::recovery::{RecoveryReport, Snapshot};
+use crate::log::writer::Writer;
+use crate::log::Log;
+use crate::options::Options;
+use crate::state::cache::PageCache;
+use crate::state::version::OverlayMemory;
+use crate::state::version::Version;
+use crate::state::versions::Versions;
+use crate::stats::Counters;
+use sprig_core::Hasher;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// Everything an open database shares between its handles, views, batches and overlays.
+pub(crate) struct Inner {
+    /// The database directory (none in memory).
+    pub path: Option<PathBuf>,
+    pub options: Options,
+    pub hasher: Hasher,
+    /// What the storage really is (see `Db::io_backend`).
+    pub io: IoBackendInfo,
+    /// The files and the writer's state.
+    pub log: Log,
+    pub cache: PageCache,
+    pub counters: Counters,
+    /// The latest, retained and pinned versions.
+    pub versions: Versions,
+    pub overlay_memory: Arc<OverlayMemory>,
+    /// What opening the database found.
+    pub recovery: RecoveryReport,
+    /// The directory lock, held while the database is open for writing.
+    pub _lock: Option<std::fs::File>,
+}
+
+impl Inner {
+    /// The latest committed version.
+    pub fn head(&self) -> Arc<Version> {
+        self.versions.head()
+    }
+
+    /// Make `version`, just made durable by the writer `w`, the latest, and retain it with its
+    /// log position.
+    pub fn set_head(&self, w: &mut Writer, version: Arc<Version>) {
+        w.remember(version.seq, self.options.retained_versions);
+        self.versions.publish(version);
+    }
+
+    /// Make `version` the only version, whose checkpoint is `snapshot` (after a bulk load,
+    /// which rewrites the whole database).
+    pub fn reset_history(&self, w: &mut Writer, version: Arc<Version>, snapshot: Snapshot) {
+        w.history.clear();
+        w.history.push_back(snapshot);
+        self.versions.reset(version);
+    }
+
+    /// Publish `record` on top of `head` through the log's one publish path, and make the
+    /// result the latest version, with id `id`. Call inside [`Writer::guarded`].
+    pub fn publish_record(
+        &self,
+        w: &mut Writer,
+        head: &Version,
+        record: &CommitRecord,
+        blocks: Blocks<'_>,
+        id: u64,
+    ) -> Result<Published> {
+        let published = self
+            .log
+            .publish_record(w, &head.dir, head.seq, record, blocks)?;
+        let version = Arc::new(Version {
+            id,
+            seq: record.seq,
+            dir: published.dir.clone(),
+            overlay: None,
+        });
+        self.set_head(w, version);
+        Ok(published)
+    }
+
+    /// Housekeeping after a commit: checkpoint when the log has grown, delete segments no
+    /// version needs any more.
+    pub fn after_commit(&self, w: &mut Writer) -> Result<()> {
+        if w.log_position()?.1 >= self.options.checkpoint_log_bytes {
+            self.checkpoint_locked(w)?;
+        }
+        let deleted =
+            self.log
+                .delete_emptied(w, self.versions.oldest_pinned(), self.head().seq)?;
+        self.counters.cleaned(0, 0, deleted);
+        Ok(())
+    }
+
+    /// Checkpoint the oldest retained version and rotate the log (see
+    /// [`Log::checkpoint`]).
+    pub fn checkpoint_locked(&self, w: &mut Writer) -> Result<()> {
+        w.check_writable()?;
+        let seq = w
+            .history
+            .front()
+            .map(|s| s.seq)
+            .ok_or_else(|| Error::internal("no version to checkpoint"))?;
+        let oldest = self.versions.retained_version(seq)?;
+        self.log.checkpoint(w, &oldest.dir, self.head().seq)?;
+        self.counters.checkpoint();
+        Ok(())
+    }
+
+    /// Note which segments hold no live data as of the latest version.
+    pub fn refresh_emptied(&self, w: &mut Writer) {
+        w.refresh_emptied(self.head().seq);
+    }
+}

@@ -1,0 +1,52 @@
+//! The write paths and the engine they share. A write batch (`api::batch`) collects reads and
+//! changes on a version; `finish` loads every page the batch touches in one round of parallel
+//! reads, then, region by region and on every core, proves the pre-state of the touched keys
+//! (the witness) and applies the changes in the same pass (`rewrite`: splitting full pages,
+//! merging sparse ones), all in memory; `commit` allocates blocks for the new pages and values
+//! and publishes them through the log's one publish path.
+//!
+//! - `engine`: the shared state ([`engine::Inner`]) and the steps every write ends with;
+//! - `read`: the read path (pages and values) every operation uses;
+//! - `rewrite`: the per-region work (prove, apply, lay out pages) and merges;
+//! - `commit`: a commit's allocation and publication;
+//! - `cleaner`: relocation of live data riding on commits;
+//! - `import`: a sorted stream of changes of any length applied as one commit, region by
+//!   region, in bounded memory;
+//! - `bulk`: building a whole database from unsorted input;
+//! - `rollback`: a retained version made the latest again.
+
+pub(crate) mod bulk;
+pub(crate) mod cleaner;
+pub(crate) mod commit;
+pub(crate) mod engine;
+pub(crate) mod import;
+pub(crate) mod read;
+pub(crate) mod rewrite;
+pub(crate) mod rollback;
+
+pub use bulk::{BulkOptions, BulkPhase, BulkProgress, BulkReport};
+pub use import::{ImportOptions, DEFAULT_IMPORT_MEMORY_BYTES, MIN_IMPORT_MEMORY_BYTES};
+
+use sprig_core::trie::{KeyPath, Node};
+
+pub(crate) use crate::state::directory::Region;
+
+/// A change to one key: a new value, or `None` to delete.
+pub(crate) type Change = (KeyPath, Option<Vec<u8>>);
+
+/// What a commit did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CommitInfo {
+    /// The new version's sequence number.
+    pub seq: u64,
+    /// The new state root.
+    pub root: Node,
+    /// Pages written.
+    pub pages_written: u64,
+    /// Bytes written to segments and the commit log.
+    pub bytes_written: u64,
+    /// Pages the cleaner copied forward with this commit.
+    pub pages_relocated: u64,
+    /// Values the cleaner copied forward with this commit.
+    pub values_relocated: u64,
+}

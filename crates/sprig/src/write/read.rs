@@ -1,0 +1,135 @@
+//! The read path every operation uses: pages by region from memory (overlays), the page
+//! cache, or the SSD (all misses of a call in one batch of reads, each page checked against
+//! its checksum and region), and values from pages or the value log.
+
+use super::engine::Inner;
+use crate::error::{Error, Result};
+use crate::log::segments::decode_page_at;
+use crate::state::directory::{DirNode, Directory, PageLoc, PageRef};
+use crate::state::page::{ExternalValue, Page, ValueRef, UNWRITTEN};
+use crate::state::prefix::Prefix;
+use crate::state::version::Version;
+use crate::stats::ReadKind;
+use sprig_core::trie::KeyPath;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+impl Inner {
+    /// Load the pages of the given regions: from memory, the cache, or the SSD (all misses
+    /// read in one batch, and cached).
+    pub fn load_pages(
+        &self,
+        wanted: &[(Prefix, PageRef)],
+        kind: ReadKind,
+    ) -> Result<Vec<Arc<Page>>> {
+        self.load_pages_with(wanted, kind, true)
+    }
+
+    /// [`Inner::load_pages`]; pages read from the SSD are cached only with `fill_cache` (an
+    /// import reads each page once: caching them would evict what readers use).
+    pub fn load_pages_with(
+        &self,
+        wanted: &[(Prefix, PageRef)],
+        kind: ReadKind,
+        fill_cache: bool,
+    ) -> Result<Vec<Arc<Page>>> {
+        let mut out: Vec<Option<Arc<Page>>> = vec![None; wanted.len()];
+        let mut misses = Vec::new();
+        let mut hits = 0u64;
+        for (i, (prefix, r)) in wanted.iter().enumerate() {
+            match &r.loc {
+                PageLoc::Memory(m) => match (m.page(), m.written()) {
+                    (Some(p), _) => out[i] = Some(p),
+                    (None, Some((l, checksum))) => match self.cache.get(l) {
+                        Some(p) => {
+                            hits += 1;
+                            out[i] = Some(p);
+                        }
+                        None => misses.push((i, (l, checksum, *prefix))),
+                    },
+                    (None, None) => {
+                        return Err(Error::internal(
+                            "an in-memory page was released before it was written",
+                        ))
+                    }
+                },
+                PageLoc::Disk(l) => match self.cache.get(*l) {
+                    Some(p) => {
+                        hits += 1;
+                        out[i] = Some(p);
+                    }
+                    None => misses.push((i, (*l, r.checksum, *prefix))),
+                },
+            }
+        }
+        self.counters.cache_hits(hits);
+        if !misses.is_empty() {
+            let requests: Vec<(u64, u64, Prefix)> = misses.iter().map(|(_, r)| *r).collect();
+            let blocks = self.log.segments.read_pages(&requests)?;
+            self.counters.page_reads(kind, blocks.len() as u64);
+            for ((i, (l, _, prefix)), block) in misses.iter().zip(blocks.iter()) {
+                let page = Arc::new(decode_page_at(block.as_bytes(), *l, prefix)?);
+                if fill_cache {
+                    self.cache.insert(*l, page.clone());
+                }
+                out[*i] = Some(page);
+            }
+        }
+        out.into_iter()
+            .map(|p| p.ok_or_else(|| Error::internal("a page asked for was not loaded")))
+            .collect()
+    }
+
+    /// The bytes of a value as seen from `version` (whose overlays may hold values not
+    /// written yet).
+    pub fn value_bytes(
+        &self,
+        version: &Version,
+        key: &KeyPath,
+        value: ValueRef<'_>,
+    ) -> Result<Vec<u8>> {
+        match value {
+            ValueRef::Inline(v) => Ok(v.to_vec()),
+            ValueRef::External(x) if x.loc == UNWRITTEN => {
+                if let Some(bytes) = version.unwritten_value(key) {
+                    return Ok(bytes);
+                }
+                // Held by an overlay that has been committed since: read it from where its
+                // commit wrote it.
+                let loc = version
+                    .written_value(key)
+                    .ok_or_else(|| Error::internal("an overlay value has no location"))?;
+                self.counters.value_read(x.len);
+                self.log
+                    .segments
+                    .read_value(key, &ExternalValue { loc, ..x })
+            }
+            ValueRef::External(x) => {
+                self.counters.value_read(x.len);
+                self.log.segments.read_value(key, &x)
+            }
+        }
+    }
+
+    /// The pages (by region) holding `keys` in `dir`, loaded.
+    pub fn pages_for(
+        &self,
+        dir: &Directory,
+        keys: &[KeyPath],
+        kind: ReadKind,
+    ) -> Result<HashMap<Prefix, Arc<Page>>> {
+        let mut wanted: Vec<(Prefix, PageRef)> = Vec::new();
+        let mut seen = std::collections::HashSet::new();
+        for key in keys {
+            let (prefix, node) = dir.locate(key);
+            if let DirNode::Page(r) = node.as_ref() {
+                if seen.insert(prefix) {
+                    wanted.push((prefix, r.clone()));
+                }
+            }
+        }
+        let pages = self.load_pages(&wanted, kind)?;
+        Ok(wanted.into_iter().map(|(p, _)| p).zip(pages).collect())
+    }
+}
+
