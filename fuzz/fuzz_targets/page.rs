@@ -35,7 +35,7 @@ fn exercise(page: &Page, h: sprig::Hasher) {
     }
     let _ = page.node(h);
     let _ = page.computed_buckets(h);
-    let again = Page::decode(&page.block().0).map(|p| p.items().len());
+    let again = Page::decode(page.bytes()).map(|p| p.items().len());
     assert_eq!(again, Ok(items.len()), "a decoded page does not re-decode");
 }
 
@@ -92,7 +92,7 @@ fuzz_target!(|data: &[u8]| {
     let Ok(page) = built else {
         panic!("a valid page cannot be built: {built:?}");
     };
-    let mut bytes = page.block().0.to_vec();
+    let mut bytes = page.bytes().to_vec();
     if c.coin() {
         mutate(&mut c, &mut bytes);
     } else {

@@ -43,7 +43,7 @@ macro_rules! internal {
         pub mod $name;
         $(#[$attr])*
         #[cfg(not(feature = "internals"))]
-        #[allow(dead_code, unused_imports, unreachable_pub)]
+        #[allow(dead_code)]
         pub(crate) mod $name;
     };
 }

@@ -109,11 +109,11 @@ fn crafted(len: u64) -> (Arc<MemoryStorage>, sprig::KeyPath) {
         )
         .unwrap();
     page_file
-        .write_at(&rebuilt.block().0, loc_offset(page_loc))
+        .write_at(rebuilt.bytes(), loc_offset(page_loc))
         .unwrap();
     // And the checkpoint's directory holds the crafted page's checksum.
     let crafted_ref = Arc::new(DirNode::Page(PageRef {
-        checksum: sprig::codec::checksum(&rebuilt.block().0),
+        checksum: sprig::codec::checksum(rebuilt.bytes()),
         ..r.clone()
     }));
     let root = cp.dir.root_node();

@@ -99,6 +99,32 @@ impl BlockBuf {
     pub fn push(&mut self, block: &Block) {
         self.blocks.push(*block);
     }
+
+    /// Append one block's bytes.
+    pub fn push_bytes(&mut self, bytes: &[u8; BLOCK_BYTES]) {
+        self.blocks.push(Block(*bytes));
+    }
+
+    /// An empty buffer with room for `n` blocks.
+    pub fn with_capacity(n: usize) -> BlockBuf {
+        BlockBuf {
+            blocks: Vec::with_capacity(n),
+        }
+    }
+
+    /// Append `bytes`, zero-padded to whole blocks.
+    pub fn extend_from_bytes(&mut self, bytes: &[u8]) {
+        for chunk in bytes.chunks(BLOCK_BYTES) {
+            let mut block = Block([0u8; BLOCK_BYTES]);
+            block.0[..chunk.len()].copy_from_slice(chunk);
+            self.blocks.push(block);
+        }
+    }
+
+    /// Remove every block, keeping the allocation.
+    pub fn clear(&mut self) {
+        self.blocks.clear();
+    }
 }
 
 /// How to open a file.

@@ -181,6 +181,7 @@ impl Checkpoint {
             values: BTreeMap::new(),
             active,
             segment_blocks,
+            live_pages: BTreeMap::new(),
         };
         for_each_disk_page(dir.tree(), &mut |l| table.add_pages(l, 1));
         for (l, blocks, key) in values {

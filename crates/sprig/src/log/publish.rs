@@ -21,7 +21,10 @@ use crate::io::BlockBuf;
 use crate::log::checkpoint::{checkpoint_file_name, Checkpoint};
 use crate::log::record::{apply_record, CommitRecord};
 use crate::log::recovery::Snapshot;
-use crate::log::segments::{loc_block, loc_offset, loc_segment, segment_file_name, SegmentTable};
+use crate::io::BLOCK_BYTES;
+use crate::log::segments::{
+    loc_block, loc_offset, loc_segment, segment_file_name, SegmentTable, Segments,
+};
 use crate::log::wal::{wal_file_name, Wal, FLAG_PRIOR_DURABLE, FLAG_SYNCED};
 use crate::log::writer::Writer;
 use crate::log::Log;
@@ -29,24 +32,110 @@ use crate::options::SyncPolicy;
 use crate::state::directory::Directory;
 use std::collections::BTreeSet;
 
-/// Blocks to write at a location.
-pub(crate) struct Write {
-    pub loc: u64,
-    pub blocks: BlockBuf,
+/// Blocks staged for writing: consecutive blocks are gathered in one aligned buffer of at
+/// most [`STAGE_BLOCKS`] blocks and written with one call when the buffer is full, when the
+/// next block is not contiguous, or at the end. A commit's extra memory for its writes is this
+/// buffer, whatever its size; nothing is synced here.
+pub(crate) struct Stager<'a> {
+    segments: &'a Segments,
+    buf: BlockBuf,
+    /// Where the staged run starts.
+    start: u64,
+    /// Bytes written so far.
+    bytes: u64,
+    /// Segments written to.
+    touched: BTreeSet<u32>,
 }
 
-impl Write {
-    /// The bytes to write.
-    pub fn len(&self) -> usize {
-        self.blocks.len()
+/// The largest run staged before it is written (1 MiB).
+pub(crate) const STAGE_BLOCKS: usize = 256;
+
+/// What a stager wrote (none of it synced).
+#[derive(Debug, Default)]
+pub(crate) struct Staged {
+    pub bytes: u64,
+    pub touched: BTreeSet<u32>,
+}
+
+impl<'a> Stager<'a> {
+    /// An empty stager writing to `segments`.
+    pub fn new(segments: &'a Segments) -> Stager<'a> {
+        Stager {
+            segments,
+            buf: BlockBuf::with_capacity(STAGE_BLOCKS),
+            start: 0,
+            bytes: 0,
+            touched: BTreeSet::new(),
+        }
+    }
+
+    /// Stage `bytes` (whole blocks) for location `loc`.
+    pub fn push(&mut self, loc: u64, bytes: &[u8]) -> Result<()> {
+        self.touched.insert(loc_segment(loc));
+        let blocks = bytes.len() / BLOCK_BYTES;
+        if blocks * BLOCK_BYTES != bytes.len() {
+            return Err(Error::internal("staging a partial block"));
+        }
+        let contiguous = !self.buf.is_empty()
+            && loc_segment(self.start) == loc_segment(loc)
+            && u64::from(loc_block(self.start)) + self.buf.block_count() as u64
+                == u64::from(loc_block(loc));
+        if !contiguous || self.buf.block_count() + blocks > STAGE_BLOCKS {
+            self.flush()?;
+        }
+        if blocks > STAGE_BLOCKS {
+            // Larger than the buffer (a big value): written from an aligned copy of its own.
+            return self.write_run(loc, &BlockBuf::from_bytes(bytes));
+        }
+        if self.buf.is_empty() {
+            self.start = loc;
+        }
+        self.buf.extend_from_bytes(bytes);
+        Ok(())
+    }
+
+    /// Write what is staged.
+    pub fn flush(&mut self) -> Result<()> {
+        if self.buf.is_empty() {
+            return Ok(());
+        }
+        let buf = std::mem::take(&mut self.buf);
+        let result = self.write_run(self.start, &buf);
+        self.buf = buf;
+        self.buf.clear();
+        result
+    }
+
+    fn write_run(&mut self, start: u64, buf: &BlockBuf) -> Result<()> {
+        let segment = loc_segment(start);
+        let file = self.segments.file(segment, true)?;
+        file.write_at(buf.as_bytes(), loc_offset(start))
+            .map_err(|e| Error::io("writing", segment_file_name(segment), e))?;
+        self.bytes += buf.len() as u64;
+        Ok(())
+    }
+
+    /// The segments staged to so far.
+    pub fn touched(&self) -> &BTreeSet<u32> {
+        &self.touched
+    }
+
+    /// Write what is left; what was written, for the publication that makes it durable.
+    pub fn finish(mut self) -> Result<Staged> {
+        self.flush()?;
+        // Failpoint (feature `failpoints`): written, not synced.
+        failpoint!("commit.pages_written");
+        Ok(Staged {
+            bytes: self.bytes,
+            touched: self.touched,
+        })
     }
 }
 
-/// The blocks a publication writes: `writes` now, after `earlier` segments written before
-/// without syncing (an import); `created` are the segments whose files they create.
+/// The blocks a publication makes durable: `staged`, written and not synced; `created` are
+/// the segments whose files they created.
 pub(crate) struct Blocks<'a> {
-    pub writes: &'a [Write],
-    pub earlier: &'a BTreeSet<u32>,
+    pub staged: Staged,
     pub created: &'a BTreeSet<u32>,
 }
 
@@ -55,8 +144,7 @@ impl Blocks<'_> {
     pub fn none() -> Blocks<'static> {
         static EMPTY: BTreeSet<u32> = BTreeSet::new();
         Blocks {
-            writes: &[],
-            earlier: &EMPTY,
+            staged: Staged::default(),
             created: &EMPTY,
         }
     }
@@ -81,11 +169,7 @@ impl Log {
         record: &CommitRecord,
         blocks: Blocks<'_>,
     ) -> Result<Published> {
-        let Blocks {
-            writes,
-            earlier,
-            created,
-        } = blocks;
+        let Blocks { staged, created } = blocks;
         if head_seq.checked_add(1) != Some(record.seq) {
             return Err(Error::internal(format!(
                 "publishing commit {} on version {head_seq}",
@@ -99,13 +183,12 @@ impl Log {
         record
             .check_bounds(w.table.segment_blocks)
             .map_err(|e| Error::internal(format!("a commit record replay would refuse: {e}")))?;
-        let (data_bytes, mut touched) = self.write_blocks(writes)?;
+        let data_bytes = staged.bytes;
         if !created.is_empty() {
             // Failpoint (feature `failpoints`): a new segment file written, not yet synced.
             failpoint!("commit.segment_created");
         }
-        touched.extend(earlier.iter().copied());
-        self.sync_segments(&touched)?;
+        self.sync_segments(&staged.touched)?;
         if !created.is_empty() {
             self.storage
                 .sync_dir()
@@ -192,46 +275,6 @@ impl Log {
                 .map_err(|e| Error::io("syncing", segment_file_name(*segment), e))?;
         }
         Ok(())
-    }
-
-    /// Write every queued block run (contiguous runs in one call each), without syncing.
-    /// Returns the bytes written and the segments written to.
-    pub(crate) fn write_blocks(&self, writes: &[Write]) -> Result<(u64, BTreeSet<u32>)> {
-        let mut order: Vec<&Write> = writes.iter().collect();
-        order.sort_by_key(|w| w.loc);
-        let mut total = 0u64;
-        let mut touched = BTreeSet::new();
-        let mut run: Option<(u64, BlockBuf)> = None;
-        let flush = |run: &mut Option<(u64, BlockBuf)>, total: &mut u64| -> Result<()> {
-            if let Some((start, buf)) = run.take() {
-                let segment = loc_segment(start);
-                let file = self.segments.file(segment, true)?;
-                file.write_at(buf.as_bytes(), loc_offset(start))
-                    .map_err(|e| Error::io("writing", segment_file_name(segment), e))?;
-                *total += buf.len() as u64;
-            }
-            Ok(())
-        };
-        for w in order {
-            touched.insert(loc_segment(w.loc));
-            let extends = run.as_ref().is_some_and(|(start, buf)| {
-                loc_segment(*start) == loc_segment(w.loc)
-                    && u64::from(loc_block(*start)) + buf.block_count() as u64
-                        == u64::from(loc_block(w.loc))
-            });
-            if extends {
-                if let Some((_, buf)) = run.as_mut() {
-                    buf.extend_from(&w.blocks);
-                }
-            } else {
-                flush(&mut run, &mut total)?;
-                run = Some((w.loc, w.blocks.clone()));
-            }
-        }
-        flush(&mut run, &mut total)?;
-        // Failpoint (feature `failpoints`): written, not synced.
-        failpoint!("commit.pages_written");
-        Ok((total, touched))
     }
 
     /// Start a new commit log and write a checkpoint of the oldest retained version (whose

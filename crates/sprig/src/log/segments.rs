@@ -461,6 +461,9 @@ pub struct SegmentTable {
     pub active: u32,
     /// The size of a segment in blocks.
     pub segment_blocks: u32,
+    /// Which blocks of each segment hold a live page (one bit per block): what the cleaner
+    /// relocates from a victim, found without walking the directory.
+    pub live_pages: BTreeMap<u32, Vec<u64>>,
 }
 
 impl SegmentTable {
@@ -473,6 +476,7 @@ impl SegmentTable {
             values: BTreeMap::new(),
             active: 1,
             segment_blocks,
+            live_pages: BTreeMap::new(),
         }
     }
 
@@ -501,10 +505,56 @@ impl SegmentTable {
         Ok(loc(self.active, start))
     }
 
-    /// Count `blocks` live page blocks at `l` (negative to release).
+    /// Count the page at `l` live (`delta` 1) or no longer live (-1).
     pub fn add_pages(&mut self, l: u64, delta: i64) {
-        let meta = self.segments.entry(loc_segment(l)).or_default();
+        let segment = loc_segment(l);
+        let meta = self.segments.entry(segment).or_default();
         meta.live_page_blocks = meta.live_page_blocks.saturating_add_signed(delta);
+        let block = loc_block(l) as usize;
+        let bits = self.live_pages.entry(segment).or_default();
+        let (word, bit) = (block / 64, block % 64);
+        if bits.len() <= word {
+            bits.resize(word + 1, 0);
+        }
+        if let Some(w) = bits.get_mut(word) {
+            if delta > 0 {
+                *w |= 1 << bit;
+            } else {
+                *w &= !(1 << bit);
+            }
+        }
+        if meta.live_page_blocks == 0 {
+            self.live_pages.remove(&segment);
+        }
+    }
+
+    /// The locations of the live pages of `segment`, in order.
+    pub fn live_page_locs(&self, segment: u32) -> Vec<u64> {
+        let Some(bits) = self.live_pages.get(&segment) else {
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        for (i, word) in bits.iter().enumerate() {
+            let mut w = *word;
+            while w != 0 {
+                let bit = w.trailing_zeros() as usize;
+                w &= w - 1;
+                if let Ok(block) = u32::try_from(i * 64 + bit) {
+                    out.push(loc(segment, block));
+                }
+            }
+        }
+        out
+    }
+
+    /// The live value records of `segment`: (location, key).
+    pub fn live_values_in(&self, segment: u32) -> Vec<(u64, KeyPath)> {
+        let start = loc(segment, 0);
+        let end = loc(segment, u32::MAX);
+        self.values
+            .range(start..=end)
+            .map(|(l, (_, key))| (*l, *key))
+            .collect()
     }
 
     /// Record a live value record of `blocks` blocks at `l`, holding `key`'s value.
@@ -541,6 +591,27 @@ impl SegmentTable {
 mod tests {
     use super::*;
     use sprig_core::ValueHash;
+
+    #[test]
+    fn the_live_page_index_follows_the_counts() {
+        let mut t = SegmentTable::new(1 << 14);
+        for b in [0u32, 5, 63, 64, 9000] {
+            t.add_pages(loc(2, b), 1);
+        }
+        t.add_pages(loc(3, 7), 1);
+        t.add_pages(loc(2, 5), -1);
+        assert_eq!(
+            t.live_page_locs(2),
+            vec![loc(2, 0), loc(2, 63), loc(2, 64), loc(2, 9000)]
+        );
+        assert_eq!(t.segments[&2].live_page_blocks, 4);
+        t.add_pages(loc(3, 7), -1);
+        assert!(t.live_page_locs(3).is_empty());
+        assert!(!t.live_pages.contains_key(&3));
+        t.value_written(loc(2, 100), 3, [1; 32]);
+        t.value_written(loc(3, 1), 1, [2; 32]);
+        assert_eq!(t.live_values_in(2), vec![(loc(2, 100), [1; 32])]);
+    }
 
     #[test]
     fn allocation_fills_segments_in_order() {

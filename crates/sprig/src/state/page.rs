@@ -14,7 +14,7 @@
 //! proofs, building pages, and the split of an overfull region into a subtree of pages. It
 //! never does I/O.
 
-use crate::io::{Block, BLOCK_BYTES};
+use crate::io::BLOCK_BYTES;
 use crate::state::prefix::Prefix;
 use sprig_core::proof::{path_proof_below, prove_and_update, PathProof, ProofNode};
 use sprig_core::trie::{
@@ -22,7 +22,6 @@ use sprig_core::trie::{
     TERMINATOR,
 };
 use sprig_core::Hasher;
-use std::sync::Arc;
 
 /// Magic bytes at the start of every page.
 pub const PAGE_MAGIC: [u8; 4] = *b"SPPG";
@@ -167,7 +166,10 @@ pub enum PageError {
 /// A decoded, validated page.
 #[derive(Clone)]
 pub struct Page {
-    block: Arc<Block>,
+    /// The page's bytes. A plain heap allocation, not a 4 KiB-aligned [`Block`]: pages are
+    /// copied into aligned buffers for direct I/O, and an aligned allocation behind a reference
+    /// count costs twice its size.
+    bytes: Box<[u8; BLOCK_BYTES]>,
     prefix: Prefix,
     stamp: Stamp,
     offsets: Vec<u16>,
@@ -185,7 +187,7 @@ impl std::fmt::Debug for Page {
 
 impl PartialEq for Page {
     fn eq(&self, other: &Page) -> bool {
-        self.block.0 == other.block.0
+        self.bytes == other.bytes
     }
 }
 
@@ -306,23 +308,18 @@ impl<'a> Cursor<'a> {
 impl Page {
     /// Decode untrusted page bytes (at most one block; shorter input is zero-padded).
     pub fn decode(bytes: &[u8]) -> Result<Page, PageError> {
-        let mut block = Block([0u8; BLOCK_BYTES]);
+        let mut block = Box::new([0u8; BLOCK_BYTES]);
         let n = bytes.len().min(BLOCK_BYTES);
-        if let (Some(dst), Some(src)) = (block.0.get_mut(..n), bytes.get(..n)) {
+        if let (Some(dst), Some(src)) = (block.get_mut(..n), bytes.get(..n)) {
             dst.copy_from_slice(src);
         }
-        Page::from_block(Arc::new(block))
-    }
-
-    /// Validate a block read from disk as a page, checking every structural rule.
-    pub fn from_block(block: Arc<Block>) -> Result<Page, PageError> {
         Page::parse(block, false)
     }
 
     /// Validate a block as a page. Only a page built in memory (`in_memory`) may point at a
     /// value not written yet.
-    fn parse(block: Arc<Block>, in_memory: bool) -> Result<Page, PageError> {
-        let bytes = &block.0[..];
+    fn parse(block: Box<[u8; BLOCK_BYTES]>, in_memory: bool) -> Result<Page, PageError> {
+        let bytes = &block[..];
         let mut r = Cursor { bytes, at: 0 };
         if r.take::<4>()? != PAGE_MAGIC || r.take::<1>()? != [PAGE_VERSION] {
             return Err(PageError::BadHeader);
@@ -371,7 +368,7 @@ impl Page {
             return Err(PageError::Malformed("used bytes disagree with the entries"));
         }
         Ok(Page {
-            block,
+            bytes: block,
             prefix,
             stamp,
             offsets,
@@ -394,8 +391,8 @@ impl Page {
     }
 
     /// The encoded page.
-    pub fn block(&self) -> &Arc<Block> {
-        &self.block
+    pub fn bytes(&self) -> &[u8; BLOCK_BYTES] {
+        &self.bytes
     }
 
     /// The number of entries.
@@ -410,7 +407,7 @@ impl Page {
 
     fn entry_at(&self, offset: u16) -> EntryRef<'_> {
         let mut r = Cursor {
-            bytes: &self.block.0,
+            bytes: &self.bytes[..],
             at: usize::from(offset),
         };
         // Every offset was validated when the page was decoded (or built, then decoded back):
@@ -460,7 +457,7 @@ impl Page {
         let mut buckets = [TERMINATOR; BUCKETS];
         for (i, b) in buckets.iter_mut().enumerate() {
             let at = BUCKETS_AT + 32 * i;
-            if let Some(src) = self.block.0.get(at..at + 32) {
+            if let Some(src) = self.bytes.get(at..at + 32) {
                 b.copy_from_slice(src);
             }
         }
@@ -571,9 +568,9 @@ impl Page {
         }
         let count = u16::try_from(entries.len()).map_err(|_| PageError::Overflow)?;
         let used16 = u16::try_from(used).map_err(|_| PageError::Overflow)?;
-        let mut block = Block([0u8; BLOCK_BYTES]);
+        let mut block = Box::new([0u8; BLOCK_BYTES]);
         let mut w = Writer {
-            buf: &mut block.0,
+            buf: &mut block,
             at: 0,
         };
         w.put(&PAGE_MAGIC)?;
@@ -621,7 +618,7 @@ impl Page {
             }
         }
         // Pair assertion: what was just written must decode to exactly what was meant.
-        let page = Page::parse(Arc::new(block), true)?;
+        let page = Page::parse(block, true)?;
         if page.offsets != offsets || page.stamp != stamp || page.prefix != prefix {
             return Err(PageError::Malformed("a built page decodes differently"));
         }
@@ -906,7 +903,7 @@ mod tests {
         });
         items[5].1 = ValueRef::Inline(&[]);
         let page = Page::build(Hasher::Blake3, Prefix::root(), 42, &items).unwrap();
-        let back = Page::decode(&page.block().0).unwrap();
+        let back = Page::decode(page.bytes()).unwrap();
         assert_eq!(back, page);
         assert_eq!(back.items(), items);
         assert_eq!(back.seq(), 42);
@@ -983,7 +980,7 @@ mod tests {
         let used = PAGE_HEADER_BYTES + body_bytes(&refs(&values));
         for byte in 0..used + 8 {
             for bit in 0..8 {
-                let mut b = **page.block();
+                let mut b = crate::io::Block(*page.bytes());
                 b.0[byte] ^= 1 << bit;
                 // Either rejected, or still a valid page (e.g. a flipped value byte): never a
                 // panic. The directory's checksum catches the rest.

@@ -401,9 +401,9 @@ impl Output<'_> {
                 Some(p) => p,
                 None => page,
             };
-            let checksum = crate::codec::checksum(&page.block().0);
+            let checksum = crate::codec::checksum(page.bytes());
             let mut buf = BlockBuf::default();
-            buf.push(page.block());
+            buf.push_bytes(page.bytes());
             let l = self.write(&buf)?;
             self.table.add_pages(l, 1);
             self.pages += 1;

@@ -6,11 +6,13 @@
 //! are patched into the pages that point at them as those pages are written. The work per
 //! commit is bounded, so cleaning never stalls a commit for long.
 
-use crate::write::engine::Inner;
+use crate::error::{Error, Result};
+use crate::log::segments::{
+    loc_offset, loc_segment, segment_file_name, verify_page_checksum, SegmentTable,
+};
 use crate::state::directory::{DirNode, Directory, MemoryPage, PageLoc, PageRef};
-use crate::error::Result;
-use crate::log::segments::{loc_segment, SegmentTable};
-use crate::state::page::ValueRef;
+use crate::state::page::{Page, ValueRef};
+use crate::write::engine::Inner;
 use crate::state::prefix::Prefix;
 use crate::stats::ReadKind;
 use sprig_core::trie::KeyPath;
@@ -115,36 +117,70 @@ impl Inner {
         if victims.is_empty() {
             return Ok(Relocation::default());
         }
-        let victim_set: BTreeSet<u32> = victims.iter().copied().collect();
-        let covered = |p: &Prefix| regions.iter().any(|(r, _)| r.covers(p));
+        // Whether the commit itself rewrites the region: regions are disjoint, so the only one
+        // that can cover a position is the last one starting at or before it.
+        let mut starts: Vec<Prefix> = regions.iter().map(|(p, _)| *p).collect();
+        starts.sort_by(|a, b| a.bits().cmp(b.bits()).then(a.depth().cmp(&b.depth())));
+        let covered = |p: &Prefix| {
+            let i = starts.partition_point(|r| r.bits() <= p.bits());
+            i > 0 && starts.get(i - 1).is_some_and(|r| r.covers(p))
+        };
 
-        // Pages to rewrite: those in victims, and those pointing at values in victims.
-        let mut wanted: BTreeMap<Prefix, PageRef> = BTreeMap::new();
-        head.for_each_page(|prefix, r| {
-            if let PageLoc::Disk(l) = r.loc {
-                if victim_set.contains(&loc_segment(l)) && !covered(prefix) {
-                    wanted.insert(*prefix, r.clone());
-                }
-            }
-        });
-        let values: Vec<(u64, KeyPath)> = table
-            .values
+        // Pages to rewrite: the live pages of the victims (from the segment table's index, no
+        // walk of the directory), read and checked against the directory...
+        let mut wanted: BTreeMap<Prefix, (PageRef, Arc<Page>)> = BTreeMap::new();
+        let locs: Vec<u64> = victims
             .iter()
-            .filter(|(l, _)| victim_set.contains(&loc_segment(**l)) && !freed.contains(l))
-            .map(|(l, (_, key))| (*l, *key))
+            .flat_map(|v| table.live_page_locs(*v))
             .collect();
+        let blocks = self.log.segments.read_blocks(&locs)?;
+        self.counters
+            .page_reads(ReadKind::Maintenance, blocks.len() as u64);
+        for (l, block) in locs.iter().zip(blocks) {
+            let name = || segment_file_name(loc_segment(*l));
+            let page = Page::decode(block.as_bytes())
+                .map_err(|e| Error::corruption(name(), loc_offset(*l), e.to_string()))?;
+            let prefix = *page.prefix();
+            let r = match head.node_at(&prefix).map(|n| n.as_ref()) {
+                Some(DirNode::Page(r)) if matches!(r.loc, PageLoc::Disk(x) if x == *l) => r,
+                _ => {
+                    return Err(Error::corruption(
+                        name(),
+                        loc_offset(*l),
+                        format!(
+                            "the segment table counts a live page here, but the directory \
+                             holds no page of region {prefix} at this location"
+                        ),
+                    ))
+                }
+            };
+            verify_page_checksum(block.as_bytes(), *l, r.checksum)?;
+            if !covered(&prefix) {
+                wanted.insert(prefix, (r.clone(), Arc::new(page)));
+            }
+        }
+        // ...and the pages pointing at live values of the victims.
+        let values: Vec<(u64, KeyPath)> = victims
+            .iter()
+            .flat_map(|v| table.live_values_in(*v))
+            .filter(|(l, _)| !freed.contains(l))
+            .collect();
+        let mut extra: BTreeMap<Prefix, PageRef> = BTreeMap::new();
         for (_, key) in &values {
             let (prefix, node) = head.locate(key);
             if let DirNode::Page(r) = node.as_ref() {
-                if !covered(&prefix) {
-                    wanted.insert(prefix, r.clone());
+                if !covered(&prefix) && !wanted.contains_key(&prefix) {
+                    extra.insert(prefix, r.clone());
                 }
             }
         }
-        let wanted: Vec<(Prefix, PageRef)> = wanted.into_iter().collect();
-        let pages = self.load_pages(&wanted, ReadKind::Maintenance)?;
+        let extra: Vec<(Prefix, PageRef)> = extra.into_iter().collect();
+        let pages = self.load_pages(&extra, ReadKind::Maintenance)?;
+        for ((prefix, r), page) in extra.into_iter().zip(pages) {
+            wanted.insert(prefix, (r, page));
+        }
         let mut relocation = Relocation::default();
-        for ((prefix, r), page) in wanted.into_iter().zip(pages) {
+        for (prefix, (r, page)) in wanted {
             relocation.regions.push((
                 prefix,
                 Arc::new(DirNode::Page(PageRef {
@@ -157,7 +193,7 @@ impl Inner {
         }
 
         // The bytes of every value to move, checked against the pointer in its page.
-        let by_region: BTreeMap<Prefix, Arc<crate::state::page::Page>> = relocation
+        let by_region: BTreeMap<Prefix, Arc<Page>> = relocation
             .regions
             .iter()
             .filter_map(|(p, n)| match n.as_ref() {

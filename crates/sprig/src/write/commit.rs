@@ -5,10 +5,9 @@
 use super::engine::Inner;
 use super::CommitInfo;
 use crate::error::{Error, Result};
-use crate::log::publish::{Blocks, Published, Write};
+use crate::log::publish::{Blocks, Published, Stager};
 use crate::log::record::CommitRecord;
-use crate::io::BlockBuf;
-use crate::log::segments::{encode_value_record, loc_segment, value_blocks};
+use crate::log::segments::{encode_value_record, value_blocks};
 use crate::log::writer::Writer;
 use crate::state::directory::{DirNode, MemoryPage, PageLoc, PageRef};
 use crate::state::page::{Page, UNWRITTEN};
@@ -165,7 +164,7 @@ impl Inner {
             .filter(|(_, m)| m.used_blocks > 0)
             .map(|(id, _)| *id)
             .collect();
-        let mut writes: Vec<Write> = Vec::new();
+        let mut stager = Stager::new(&self.log.segments);
         let mut written_pages: Vec<(u64, Arc<Page>)> = Vec::new();
         // In-memory pages this commit writes: released from memory once it is durable.
         let mut to_release: Vec<(Arc<MemoryPage>, u64, u64)> = Vec::new();
@@ -177,13 +176,13 @@ impl Inner {
         };
         let mut values_written = Vec::new();
         for (key, value) in &pending.new_values {
-            let l = self.queue_value(&mut w.table, &mut writes, key, value)?;
+            let l = self.queue_value(&mut w.table, &mut stager, key, value)?;
             locs.new.insert(*key, l);
             values_written.push((l, value_blocks(value)?, *key));
         }
         let mut values_freed: Vec<u64> = freed.iter().copied().collect();
         for (old, (key, value)) in &relocation.values {
-            let l = self.queue_value(&mut w.table, &mut writes, key, value)?;
+            let l = self.queue_value(&mut w.table, &mut stager, key, value)?;
             locs.moved.insert(*old, l);
             values_written.push((l, value_blocks(value)?, *key));
             values_freed.push(*old);
@@ -196,7 +195,7 @@ impl Inner {
                 subtree,
                 &locs,
                 &mut w.table,
-                &mut writes,
+                &mut stager,
                 &mut (&mut written_pages, &mut to_release),
             )?;
             regions.push((*prefix, node));
@@ -208,13 +207,15 @@ impl Inner {
             regions,
             values_written,
             values_freed,
-            segment_heads: segment_heads(&w.table, &writes),
+            segment_heads: segment_heads_of(&w.table, stager.touched()),
         };
-        let created: BTreeSet<u32> = writes
+        let created: BTreeSet<u32> = stager
+            .touched()
             .iter()
-            .map(|x| loc_segment(x.loc))
             .filter(|id| !existing.contains(id))
+            .copied()
             .collect();
+        let staged = stager.finish()?;
         let Published {
             data_bytes,
             log_bytes,
@@ -224,8 +225,7 @@ impl Inner {
             head,
             &record,
             Blocks {
-                writes: &writes,
-                earlier: &BTreeSet::new(),
+                staged,
                 created: &created,
             },
             version.id,
@@ -262,16 +262,13 @@ impl Inner {
     pub(crate) fn queue_value(
         &self,
         table: &mut crate::log::segments::SegmentTable,
-        writes: &mut Vec<Write>,
+        stager: &mut Stager<'_>,
         key: &KeyPath,
         value: &[u8],
     ) -> Result<u64> {
         let l = table.allocate(value_blocks(value)?)?;
         let hash = self.hasher.hash_value(value);
-        writes.push(Write {
-            loc: l,
-            blocks: encode_value_record(key, value, &hash),
-        });
+        stager.push(l, encode_value_record(key, value, &hash).as_bytes())?;
         Ok(l)
     }
 
@@ -284,7 +281,7 @@ impl Inner {
         node: &Arc<DirNode>,
         locs: &ValueLocs,
         table: &mut crate::log::segments::SegmentTable,
-        writes: &mut Vec<Write>,
+        stager: &mut Stager<'_>,
         written: &mut WrittenPages<'_>,
     ) -> Result<Arc<DirNode>> {
         match node.as_ref() {
@@ -302,7 +299,7 @@ impl Inner {
                     PageLoc::Memory(m) => match (m.page(), m.written()) {
                         (Some(page), _) => {
                             let (l, checksum) =
-                                self.write_page(&page, locs, table, writes, written.0)?;
+                                self.write_page(&page, locs, table, stager, written.0)?;
                             written.1.push((m.clone(), l, checksum));
                             Ok(on_disk(l, checksum))
                         }
@@ -317,8 +314,8 @@ impl Inner {
             }
             DirNode::Branch(b) => {
                 let [l, r] = b.children();
-                let l = self.write_subtree(l, locs, table, writes, written)?;
-                let r = self.write_subtree(r, locs, table, writes, written)?;
+                let l = self.write_subtree(l, locs, table, stager, written)?;
+                let r = self.write_subtree(r, locs, table, stager, written)?;
                 Ok(Arc::new(DirNode::branch(self.hasher, l, r)))
             }
         }
@@ -332,7 +329,7 @@ impl Inner {
         page: &Arc<Page>,
         locs: &ValueLocs,
         table: &mut crate::log::segments::SegmentTable,
-        writes: &mut Vec<Write>,
+        stager: &mut Stager<'_>,
         written: &mut Vec<(u64, Arc<Page>)>,
     ) -> Result<(u64, u64)> {
         let mut unresolved = false;
@@ -354,23 +351,12 @@ impl Inner {
             Some(p) => Arc::new(p),
             None => page.clone(),
         };
-        let checksum = crate::codec::checksum(&page.block().0);
+        let checksum = crate::codec::checksum(page.bytes());
         let l = table.allocate(1)?;
-        let mut buf = BlockBuf::default();
-        buf.push(page.block());
-        writes.push(Write {
-            loc: l,
-            blocks: buf,
-        });
+        stager.push(l, page.bytes())?;
         written.push((l, page));
         Ok((l, checksum))
     }
-}
-
-/// For every segment written to, its fill after the writes, in allocation order.
-fn segment_heads(table: &crate::log::segments::SegmentTable, writes: &[Write]) -> Vec<(u32, u32)> {
-    let ids: BTreeSet<u32> = writes.iter().map(|w| loc_segment(w.loc)).collect();
-    segment_heads_of(table, &ids)
 }
 
 /// The fill of each segment of `ids`, in allocation order (segment ids grow as segments fill).

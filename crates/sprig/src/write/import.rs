@@ -24,7 +24,7 @@
 //! exactly the pages one rewrite of the whole region would: a region is split only when its
 //! new puts alone overflow a page, and then its layout splits at that bit too.
 
-use crate::log::publish::{Blocks, Write};
+use crate::log::publish::{Blocks, Stager};
 use super::rewrite::{merge_sparse_with, page_node, rewrite_regions, RegionWork};
 use super::commit::{segment_heads_of, ValueLocs};
 use crate::log::segments::value_blocks;
@@ -60,9 +60,6 @@ const CHANGE_COST_BYTES: usize = 256;
 /// an aligned 4 KiB block behind a reference count: 8 KiB and the allocator's alignment
 /// slack), and room for a split.
 const REGION_COST_BYTES: usize = 8 * BLOCK_BYTES;
-/// Queued blocks are written once they reach this many bytes (a write gathers them into
-/// runs, a second copy).
-const WRITE_BATCH_BYTES: usize = 8 << 20;
 
 /// Options of [`Db::import_sorted`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -99,8 +96,11 @@ impl Inner {
             .into_iter()
             .try_for_each(|change| import.push(change?))
             .and_then(|()| import.finish(&mut w, &head));
-        if let Some(reason) = import.poison.take() {
-            w.poisoned.get_or_insert(reason);
+        // A failed write may have left blocks the disk did not take: poison, as a commit's
+        // failed write does. A bad input stream leaves only unreferenced blocks past the
+        // recorded fill, and the database usable.
+        if let Err(e @ Error::Io { .. }) = &result {
+            w.poisoned.get_or_insert_with(|| e.to_string());
         }
         result
     }
@@ -129,9 +129,8 @@ struct Import<'a> {
     table: SegmentTable,
     /// Each segment's fill before the import: blocks at or past it were written by it.
     start_fill: BTreeMap<u32, u32>,
-    /// Segments written to, and those of them whose files this import created.
-    touched: BTreeSet<u32>,
-    created: BTreeSet<u32>,
+    /// Writes the new pages and values as they are made (not synced until the record).
+    stager: Stager<'a>,
     buffer: Vec<Change>,
     /// What `buffer` counts against the budget.
     cost: usize,
@@ -144,9 +143,6 @@ struct Import<'a> {
     values_freed: Vec<u64>,
     splits: u64,
     pages: u64,
-    bytes: u64,
-    /// Why the writer must be poisoned: a write or sync failed.
-    poison: Option<String>,
 }
 
 /// What a buffered change counts against the budget.
@@ -198,8 +194,7 @@ impl<'a> Import<'a> {
                 .iter()
                 .map(|(id, m)| (*id, m.used_blocks))
                 .collect(),
-            touched: BTreeSet::new(),
-            created: BTreeSet::new(),
+            stager: Stager::new(&inner.log.segments),
             buffer: Vec::new(),
             cost: 0,
             last_region: None,
@@ -209,8 +204,6 @@ impl<'a> Import<'a> {
             values_freed: Vec::new(),
             splits: 0,
             pages: 0,
-            bytes: 0,
-            poison: None,
         })
     }
 
@@ -353,14 +346,12 @@ impl<'a> Import<'a> {
 
         // Value records first (the pages point at them), then the pages, in key order. New
         // pages are self-contained, so the changes go once their large values are queued.
-        let mut writes: Vec<Write> = Vec::new();
         let mut locs = ValueLocs::default();
         for (key, value) in &kept {
             if let Some(v) = value.as_ref().filter(|v| v.len() > MAX_INLINE_VALUE_BYTES) {
-                let l = inner.queue_value(&mut self.table, &mut writes, key, v)?;
+                let l = inner.queue_value(&mut self.table, &mut self.stager, key, v)?;
                 locs.new.insert(*key, l);
                 self.values_written.push((l, value_blocks(v)?, *key));
-                self.write_if_full(&mut writes)?;
             }
         }
         drop(kept);
@@ -381,49 +372,18 @@ impl<'a> Import<'a> {
                 &subtree,
                 &locs,
                 &mut self.table,
-                &mut writes,
+                &mut self.stager,
                 &mut (&mut written, &mut in_memory),
             )?;
             self.units.push((prefix, node));
-            // The region's pages are queued as blocks: free them.
+            // The region's pages are staged as blocks: free them.
             self.pages += written.len() as u64;
             written.clear();
             in_memory.clear();
-            self.write_if_full(&mut writes)?;
         }
-        self.write(&writes)
-    }
-
-    /// Write the queued blocks once they hold [`WRITE_BATCH_BYTES`].
-    fn write_if_full(&mut self, writes: &mut Vec<Write>) -> Result<()> {
-        let queued: usize = writes.iter().map(Write::len).sum();
-        if queued >= WRITE_BATCH_BYTES {
-            self.write(writes)?;
-            writes.clear();
-        }
-        Ok(())
-    }
-
-    /// Write queued blocks (not synced); a failure poisons the writer.
-    fn write(&mut self, writes: &[Write]) -> Result<()> {
-        let segments: BTreeSet<u32> = writes.iter().map(|x| loc_segment(x.loc)).collect();
-        let created: BTreeSet<u32> = segments
-            .iter()
-            .filter(|id| {
-                self.start_fill.get(id).copied().unwrap_or(0) == 0 && !self.created.contains(id)
-            })
-            .copied()
-            .collect();
-        match self.inner.log.write_blocks(writes) {
-            Ok((n, _)) => self.bytes += n,
-            Err(e) => {
-                self.poison = Some(e.to_string());
-                return Err(e);
-            }
-        }
-        self.touched.extend(segments);
-        self.created.extend(created);
-        Ok(())
+        // The pages of this round go to disk now: merging sparse regions at the end reads
+        // them back from there.
+        self.stager.flush()
     }
 
     /// The buffer holds the changes of one open region, more than half the budget. Drop its
@@ -545,7 +505,6 @@ impl<'a> Import<'a> {
             merge_sparse_with(inner.hasher, &self.base, regions, self.stamp, &mut load)?;
 
         // Pages still in memory: merged ones, and unchanged parts of split regions.
-        let mut writes = Vec::new();
         let mut written = Vec::new();
         let mut in_memory = Vec::new();
         let mut record_regions = Vec::with_capacity(regions.len());
@@ -554,15 +513,13 @@ impl<'a> Import<'a> {
                 subtree,
                 &ValueLocs::default(),
                 &mut self.table,
-                &mut writes,
+                &mut self.stager,
                 &mut (&mut written, &mut in_memory),
             )?;
             record_regions.push((*prefix, node));
         }
         self.pages += written.len() as u64;
         drop((regions, written, in_memory));
-        self.write(&writes)?;
-        drop(writes);
 
         let record = CommitRecord {
             seq: self.stamp.seq,
@@ -571,11 +528,21 @@ impl<'a> Import<'a> {
             regions: record_regions,
             values_written: std::mem::take(&mut self.values_written),
             values_freed: std::mem::take(&mut self.values_freed),
-            segment_heads: segment_heads_of(&self.table, &self.touched),
+            segment_heads: segment_heads_of(&self.table, self.stager.touched()),
         };
         drop(dir);
+        // Segment files this import created: those empty before it.
+        let created: BTreeSet<u32> = self
+            .stager
+            .touched()
+            .iter()
+            .filter(|id| self.start_fill.get(id).copied().unwrap_or(0) == 0)
+            .copied()
+            .collect();
+        let stager = std::mem::replace(&mut self.stager, Stager::new(&inner.log.segments));
+        let staged = stager.finish()?;
+        let data_bytes = staged.bytes;
         // Durable and published through the one publish path, as a commit is.
-        let (touched, created) = (&self.touched, &self.created);
         let log_bytes = w.guarded(|w| {
             inner
                 .publish_record(
@@ -583,16 +550,15 @@ impl<'a> Import<'a> {
                     head,
                     &record,
                     Blocks {
-                        writes: &[],
-                        earlier: touched,
-                        created,
+                        staged,
+                        created: &created,
                     },
                     inner.versions.next_id(),
                 )
                 .map(|p| p.log_bytes)
         })?;
         inner.counters.commit();
-        inner.counters.written(self.bytes + log_bytes, self.pages);
+        inner.counters.written(data_bytes + log_bytes, self.pages);
         inner.counters.reshaped(self.splits, merges);
         inner.refresh_emptied(w);
         inner.after_commit(w)?;
@@ -600,7 +566,7 @@ impl<'a> Import<'a> {
             seq: self.stamp.seq,
             root: record.root,
             pages_written: self.pages,
-            bytes_written: self.bytes + log_bytes,
+            bytes_written: data_bytes + log_bytes,
             pages_relocated: 0,
             values_relocated: 0,
         })
