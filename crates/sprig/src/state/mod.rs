@@ -6,5 +6,6 @@ pub mod cache;
 pub mod directory;
 pub mod page;
 pub mod prefix;
+pub mod reclaim;
 pub mod version;
 pub mod versions;

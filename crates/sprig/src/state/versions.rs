@@ -7,6 +7,7 @@
 //! [`Versions::oldest_pinned`] first.
 
 use crate::error::{Error, Result};
+use crate::state::reclaim::Reclaimer;
 use crate::state::version::Version;
 use parking_lot::{Mutex, RwLock};
 use sprig_core::trie::Node;
@@ -27,6 +28,8 @@ pub(crate) struct Versions {
     /// How many committed versions are retained (at least 1: the head).
     limit: usize,
     next_id: AtomicU64,
+    /// Drops versions no longer retained, off the commit path.
+    reclaimer: Reclaimer,
 }
 
 /// Keeps a version's pages from being deleted while something reads it.
@@ -70,6 +73,7 @@ impl Versions {
             retained: Mutex::new(history.into_iter().collect()),
             limit,
             next_id: AtomicU64::new(next_id),
+            reclaimer: Reclaimer::new(),
         })
     }
 
@@ -85,7 +89,9 @@ impl Versions {
         let mut retained = self.retained.lock();
         retained.push_back(version);
         while retained.len() > self.limit {
-            retained.pop_front();
+            if let Some(old) = retained.pop_front() {
+                self.reclaimer.defer(old);
+            }
         }
     }
 
@@ -94,7 +100,8 @@ impl Versions {
     pub fn reset(&self, version: Arc<Version>) {
         *self.head.write() = version.clone();
         let mut retained = self.retained.lock();
-        retained.clear();
+        let old: Vec<Arc<Version>> = retained.drain(..).collect();
+        self.reclaimer.defer(old);
         retained.push_back(version);
     }
 
