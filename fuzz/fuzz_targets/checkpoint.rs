@@ -7,7 +7,8 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use sprig::state::directory::{DirNode, Directory, PageLoc, PageRef};
+use sprig::state::arena::Arena;
+use sprig::state::directory::{Directory, PageLoc, PageRef, Subtree};
 use sprig::io::MemoryStorage;
 use sprig::log::checkpoint::Checkpoint;
 use sprig::log::record::for_each_disk_page;
@@ -19,10 +20,9 @@ use sprig::state::prefix::Prefix;
 use sprig_fuzz::{
     hasher, hostile_blocks, hostile_loc, hostile_segment, hostile_segment_blocks, key, Choices,
 };
-use std::sync::Arc;
 
 fn raw(bytes: &[u8], h: sprig::Hasher) {
-    match Checkpoint::decode("fuzz.ckpt", bytes, h) {
+    match Checkpoint::decode("fuzz.ckpt", bytes, &Arena::new(), h) {
         Err(e) => assert!(e.is_corruption(), "not a corruption error: {e}"),
         Ok(cp) => {
             let storage = MemoryStorage::new();
@@ -30,7 +30,7 @@ fn raw(bytes: &[u8], h: sprig::Hasher) {
                 cp.store(&storage).is_ok(),
                 "a decoded checkpoint cannot be stored"
             );
-            let back = Checkpoint::load(&storage, cp.seq, h);
+            let back = Checkpoint::load(&storage, cp.seq, &Arena::new(), h);
             let same = back.as_ref().is_ok_and(|b| {
                 b.dir.root_node() == cp.dir.root_node()
                     && b.dir.len() == cp.dir.len()
@@ -60,19 +60,23 @@ fn hostile(c: &mut Choices<'_>, h: sprig::Hasher) {
             .values
             .insert(l, (hostile_blocks(c, 1, blocks), key(i)));
     }
+    let arena = Arena::new();
     let mut page = |fill: u8, at: u64| {
         let mut node = [fill; 32];
         node[0] = 0x80;
-        Arc::new(DirNode::Page(PageRef {
-            loc: PageLoc::Disk(hostile_loc(c, at, blocks)),
-            checksum: 1,
-            node,
-            count: 1,
-        }))
+        Subtree::page(
+            &arena,
+            &PageRef {
+                loc: PageLoc::Disk(hostile_loc(c, at, blocks)),
+                checksum: 1,
+                node,
+                count: 1,
+            },
+        )
     };
     let (left, right) = (page(1, loc(1, 0)), page(2, loc(1, 1)));
-    let tree = Arc::new(DirNode::branch(h, left, right));
-    let Ok(dir) = Directory::empty(h).replace(vec![(Prefix::root(), tree)]) else {
+    let tree = Subtree::branch(h, left, right);
+    let Ok(dir) = Directory::empty(&arena, h).replace(vec![(Prefix::root(), tree)]) else {
         panic!("two pages do not make a directory");
     };
     let cp = Checkpoint {
@@ -85,7 +89,7 @@ fn hostile(c: &mut Choices<'_>, h: sprig::Hasher) {
     };
     let storage = MemoryStorage::new();
     assert!(cp.store(&storage).is_ok(), "a checkpoint cannot be stored");
-    match Checkpoint::load(&storage, 1, h) {
+    match Checkpoint::load(&storage, 1, &Arena::new(), h) {
         Err(e) => assert!(e.is_corruption(), "not a corruption error: {e}"),
         Ok(mut back) => {
             let t = &back.table;
@@ -106,7 +110,7 @@ fn hostile(c: &mut Choices<'_>, h: sprig::Hasher) {
                     "value {l:#x} loaded"
                 );
             }
-            for_each_disk_page(back.dir.tree(), &mut |l| {
+            for_each_disk_page(&back.dir.tree(), &mut |l| {
                 assert!(check_loc(l, sb).is_ok(), "a page at {l:#x} loaded");
             });
             let n = hostile_blocks(c, 1, sb);

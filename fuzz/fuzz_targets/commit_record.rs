@@ -8,7 +8,8 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use sprig::state::directory::{DirNode, Directory, PageLoc, PageRef};
+use sprig::state::arena::Arena;
+use sprig::state::directory::{Directory, PageLoc, PageRef, Subtree};
 use sprig::log::record::{apply_record, for_each_disk_page, CommitRecord};
 use sprig::log::segments::{
     check_loc, check_segment_id, check_value_extent, loc, loc_segment, SegmentTable,
@@ -17,14 +18,13 @@ use sprig::log::segments::{
 use sprig::log::wal::{wal_file_name, Wal};
 use sprig::state::prefix::Prefix;
 use sprig_fuzz::{hasher, hostile_blocks, hostile_loc, hostile_segment, key, memory_file, Choices};
-use std::sync::Arc;
 
 const SEGMENT_BLOCKS: u32 = MIN_SEGMENT_BLOCKS;
 
 /// After a record applied: every location the table and directory hold fits the geometry,
 /// and an allocation is a valid location or an error.
 fn check_applied(dir: &Directory, table: &mut SegmentTable, blocks: u32) {
-    for_each_disk_page(dir.tree(), &mut |l| {
+    for_each_disk_page(&dir.tree(), &mut |l| {
         assert!(
             check_loc(l, SEGMENT_BLOCKS).is_ok(),
             "a page at {l:#x} was applied"
@@ -42,20 +42,21 @@ fn check_applied(dir: &Directory, table: &mut SegmentTable, blocks: u32) {
 }
 
 fn exercise(payload: &[u8], h: sprig::Hasher) {
-    let Ok(record) = CommitRecord::decode(payload, h) else {
+    let arena = Arena::new();
+    let Ok(record) = CommitRecord::decode(payload, &arena, h) else {
         return;
     };
     let Ok(encoded) = record.encode() else {
         panic!("a decoded record refers to unwritten pages");
     };
-    let again = CommitRecord::decode(&encoded, h).map(|r| r.encode().ok());
+    let again = CommitRecord::decode(&encoded, &arena, h).map(|r| r.encode().ok());
     assert_eq!(
         again.ok().flatten(),
         Some(encoded),
         "a record does not round-trip"
     );
     let mut table = SegmentTable::new(SEGMENT_BLOCKS);
-    if let Ok(dir) = apply_record(&Directory::empty(h), &mut table, &record) {
+    if let Ok(dir) = apply_record(&Directory::empty(&arena, h), &mut table, &record) {
         check_applied(&dir, &mut table, 1);
     }
 }
@@ -70,8 +71,9 @@ fn hostile_record(c: &mut Choices<'_>, h: sprig::Hasher) {
         node,
         count: 1,
     };
-    let regions = vec![(Prefix::root(), Arc::new(DirNode::Page(page)))];
-    let Ok(dir) = Directory::empty(h).replace(regions.clone()) else {
+    let arena = Arena::new();
+    let regions = vec![(Prefix::root(), Subtree::page(&arena, &page))];
+    let Ok(dir) = Directory::empty(&arena, h).replace(regions.clone()) else {
         panic!("one page at the root does not make a directory");
     };
     let values_written = (0..c.byte() % 3)
@@ -104,7 +106,7 @@ fn hostile_record(c: &mut Choices<'_>, h: sprig::Hasher) {
     exercise(&encoded, h);
     let mut table = SegmentTable::new(SEGMENT_BLOCKS);
     let before = (table.active, table.segments.clone(), table.values.clone());
-    match apply_record(&Directory::empty(h), &mut table, &record) {
+    match apply_record(&Directory::empty(&arena, h), &mut table, &record) {
         Ok(dir) => {
             let blocks = hostile_blocks(c, 1, SEGMENT_BLOCKS);
             check_applied(&dir, &mut table, blocks);

@@ -118,7 +118,7 @@ Examples:
   sprig verify block.wit --root 5f3a...e1
   sprig verify alice.bin --root 5f3a...e1 --key-format text --key alice --value-format text --value 100")]
     Verify(VerifyArgs),
-    /// Entries, pages, disk use, space amplification, RAM estimate, version, hasher.
+    /// Entries, pages, disk use, space amplification, RAM (directory and cache), version, hasher.
     #[command(after_help = "Example:\n  sprig --db ./state stats --json")]
     Stats,
     /// Read every page and value and verify it against the directory (exit code 3 if damaged).

@@ -161,6 +161,11 @@ pub struct Stats {
     pub entries: u64,
     /// Leaf pages in the latest version.
     pub pages: u64,
+    /// Bytes of RAM the directory's nodes take, across every version held (the latest,
+    /// retained ones, overlays and open read views share what they have in common).
+    pub directory_bytes: u64,
+    /// Directory nodes held (branches and pages), across every version held.
+    pub directory_nodes: u64,
     /// Bytes of segment files written (live and garbage).
     pub disk_bytes: u64,
     /// Bytes of live pages and values.

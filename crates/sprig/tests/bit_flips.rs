@@ -57,7 +57,13 @@ fn live_ranges(base: &FaultStorage) -> BTreeMap<String, Vec<(u64, u64)>> {
         .max()
         .unwrap();
     assert_eq!(newest, seq);
-    let cp = Checkpoint::load(&copy, seq, Hasher::Blake3).unwrap();
+    let cp = Checkpoint::load(
+        &copy,
+        seq,
+        &sprig::state::arena::Arena::new(),
+        Hasher::Blake3,
+    )
+    .unwrap();
     let mut ranges: BTreeMap<String, Vec<(u64, u64)>> = BTreeMap::new();
     cp.dir.for_each_page(|_, r| {
         if let PageLoc::Disk(l) = r.loc {

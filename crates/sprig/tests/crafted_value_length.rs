@@ -18,7 +18,8 @@ use sprig::log::checkpoint::{parse_checkpoint_file_name, Checkpoint};
 use sprig::log::segments::{
     encode_value_header, loc_offset, loc_segment, segment_file_name, Segments,
 };
-use sprig::state::directory::{DirNode, PageLoc, PageRef};
+use sprig::state::arena::Arena;
+use sprig::state::directory::{PageLoc, PageRef, Subtree};
 use sprig::state::page::{ExternalValue, Page, ValueRef};
 use sprig::{Db, Hasher, Options, MAX_VALUE_BYTES};
 use std::sync::Arc;
@@ -63,9 +64,9 @@ fn crafted(len: u64) -> (Arc<MemoryStorage>, sprig::KeyPath) {
         .filter_map(|n| parse_checkpoint_file_name(n))
         .max()
         .unwrap();
-    let mut cp = Checkpoint::load(storage.as_ref(), seq, Hasher::Blake3).unwrap();
-    let (prefix, node) = cp.dir.locate(&key);
-    let DirNode::Page(r) = node.as_ref() else {
+    let mut cp = Checkpoint::load(storage.as_ref(), seq, &Arena::new(), Hasher::Blake3).unwrap();
+    let (prefix, r) = cp.dir.locate(&key);
+    let Some(r) = r else {
         panic!("no page holds the key");
     };
     let PageLoc::Disk(page_loc) = r.loc else {
@@ -112,10 +113,13 @@ fn crafted(len: u64) -> (Arc<MemoryStorage>, sprig::KeyPath) {
         .write_at(rebuilt.bytes(), loc_offset(page_loc))
         .unwrap();
     // And the checkpoint's directory holds the crafted page's checksum.
-    let crafted_ref = Arc::new(DirNode::Page(PageRef {
-        checksum: sprig::codec::checksum(rebuilt.bytes()),
-        ..r.clone()
-    }));
+    let crafted_ref = Subtree::page(
+        cp.dir.arena(),
+        &PageRef {
+            checksum: sprig::codec::checksum(rebuilt.bytes()),
+            ..r.clone()
+        },
+    );
     let root = cp.dir.root_node();
     cp.dir = cp.dir.replace(vec![(prefix, crafted_ref)]).unwrap();
     assert_eq!(cp.dir.root_node(), root);

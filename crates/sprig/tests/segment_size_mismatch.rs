@@ -28,7 +28,13 @@ fn a_checkpoint_with_another_segment_size_than_the_manifest_is_corruption() {
         .filter_map(|n| parse_checkpoint_file_name(n))
         .max()
         .unwrap();
-    let mut cp = Checkpoint::load(storage.as_ref(), seq, Hasher::Blake3).unwrap();
+    let mut cp = Checkpoint::load(
+        storage.as_ref(),
+        seq,
+        &sprig::state::arena::Arena::new(),
+        Hasher::Blake3,
+    )
+    .unwrap();
     // A size the checkpoint decoder accepts on its own, but not the manifest's.
     cp.table.segment_blocks *= 2;
     cp.store(storage.as_ref()).unwrap();

@@ -19,6 +19,7 @@ use sprig::io::{IoBackend, BLOCK_BYTES};
 use sprig::log::checkpoint::{parse_checkpoint_file_name, Checkpoint};
 use sprig::log::segments::{loc_offset, loc_segment, parse_segment_file_name, segment_file_name};
 use sprig::log::wal::parse_wal_file_name;
+use sprig::state::arena::Arena;
 use sprig::state::directory::PageLoc;
 use sprig::{Db, Hasher, KeyPath, Options};
 use sprig_core::ReferenceModel;
@@ -273,7 +274,7 @@ fn live_regions(base: &Path, seq: u64) -> Result<LiveSpans, TortureError> {
             "the scratch checkpoint is at {newest:?}, not the latest commit {seq}"
         )));
     }
-    let cp = Checkpoint::load(storage.as_ref(), seq, Hasher::Blake3)?;
+    let cp = Checkpoint::load(storage.as_ref(), seq, &Arena::new(), Hasher::Blake3)?;
     let mut live = LiveSpans::new();
     cp.dir.for_each_page(|_, r| {
         if let PageLoc::Disk(l) = r.loc {

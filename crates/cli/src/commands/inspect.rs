@@ -10,10 +10,6 @@ use serde_json::json;
 use sprig::Db;
 use std::path::Path;
 
-/// RAM the directory needs per leaf page: a page reference (~90 bytes) and its share of the
-/// branch nodes above it (docs/DESIGN.md).
-const DIRECTORY_BYTES_PER_PAGE: u64 = 192;
-
 /// The size of every file in the database directory.
 fn files_bytes(path: &Path) -> CliResult<u64> {
     let entries = std::fs::read_dir(path)
@@ -38,7 +34,7 @@ pub fn figures(db: &Db) -> CliResult<serde_json::Value> {
         Some(p) => files_bytes(p)?,
         None => 0,
     };
-    let directory_ram = s.pages * DIRECTORY_BYTES_PER_PAGE;
+    let directory_ram = s.directory_bytes;
     let cache_ram = s.cached_pages * sprig::io::BLOCK_BYTES as u64;
     Ok(json!({
         "entries": s.entries,
@@ -51,8 +47,9 @@ pub fn figures(db: &Db) -> CliResult<serde_json::Value> {
         "live_bytes": s.live_bytes,
         "files_bytes": files,
         "space_amplification": s.space_amplification(),
-        "ram_estimate_bytes": directory_ram + cache_ram,
-        "directory_ram_estimate_bytes": directory_ram,
+        "ram_bytes": directory_ram + cache_ram,
+        "directory_ram_bytes": directory_ram,
+        "directory_ram_bytes_per_entry": if s.entries == 0 { 0.0 } else { directory_ram as f64 / s.entries as f64 },
         "page_cache_bytes": cache_ram,
         "io_backend": s.io_backend.name,
         "io_uring_refused": s.io_backend.io_uring_refused,
@@ -81,7 +78,7 @@ pub fn describe(f: &serde_json::Value) -> String {
          live data            {}\n\
          all files            {}\n\
          space amplification  {amp:.2}\n\
-         RAM estimate         {} (directory {}, page cache {})\n\
+         RAM                  {} (directory {}, {:.1} bytes per entry; page cache {})\n\
          I/O backend          {}",
         grouped(n("entries")),
         grouped(n("pages")),
@@ -92,8 +89,11 @@ pub fn describe(f: &serde_json::Value) -> String {
         bytes(n("disk_bytes")),
         bytes(n("live_bytes")),
         bytes(n("files_bytes")),
-        bytes(n("ram_estimate_bytes")),
-        bytes(n("directory_ram_estimate_bytes")),
+        bytes(n("ram_bytes")),
+        bytes(n("directory_ram_bytes")),
+        f.get("directory_ram_bytes_per_entry")
+            .and_then(serde_json::Value::as_f64)
+            .unwrap_or(0.0),
         bytes(n("page_cache_bytes")),
         s("io"),
     )

@@ -5,7 +5,7 @@
 
 use crate::api::view::ReadView;
 use crate::error::{Error, Result};
-use crate::state::directory::{DirNode, PageRef};
+use crate::state::directory::PageRef;
 use crate::state::page::{Page, MAX_INLINE_VALUE_BYTES, MAX_VALUE_BYTES};
 use crate::state::prefix::Prefix;
 use crate::state::version::Version;
@@ -109,10 +109,10 @@ impl WriteBatch {
         let mut wanted: Vec<(Prefix, PageRef)> = Vec::new();
         let mut queued = HashSet::new();
         for key in keys {
-            let (prefix, node) = self.base.dir.locate(key);
-            if let DirNode::Page(r) = node.as_ref() {
+            let (prefix, page) = self.base.dir.locate(key);
+            if let Some(r) = page {
                 if !self.pages.contains_key(&prefix) && queued.insert(prefix) {
-                    wanted.push((prefix, r.clone()));
+                    wanted.push((prefix, r));
                 }
             }
         }
@@ -165,7 +165,8 @@ impl WriteBatch {
             seq: new_seq,
             synced: self.inner.options.sync == crate::options::SyncPolicy::Always,
         };
-        let rewritten = rewrite_regions(hasher, stamp, &works, &touched, &changes)?;
+        let rewritten =
+            rewrite_regions(base_dir.arena(), hasher, stamp, &works, &touched, &changes)?;
 
         let by_prefix: HashMap<Prefix, usize> = works
             .iter()

@@ -21,7 +21,7 @@ use crate::log::writer::Writer;
 use crate::log::Log;
 use crate::options::Options;
 use crate::state::cache::PageCache;
-use crate::state::directory::Directory;
+use crate::state::directory::{Arena, Directory};
 use crate::state::version::OverlayMemory;
 use crate::state::version::Version;
 use crate::state::versions::Versions;
@@ -240,7 +240,7 @@ impl Db {
             history.push(Arc::new(Version {
                 id: 0,
                 seq: 0,
-                dir: Directory::empty(manifest.hasher),
+                dir: Directory::empty(&recovered.arena, manifest.hasher),
                 overlay: None,
             }));
         }
@@ -404,6 +404,12 @@ impl Db {
         let mut pages = 0u64;
         head.dir.for_each_page(|_, _| pages += 1);
         s.pages = pages;
+        let arena = head.dir.arena();
+        s.directory_bytes = arena.live_bytes();
+        s.directory_nodes = {
+            let (branches, pages) = arena.live();
+            branches + pages
+        };
         s.cached_pages = self.inner.cache.len() as u64;
         s.overlay_bytes = self.inner.overlay_memory.bytes();
         s.overlays = self.inner.overlay_memory.count();
@@ -510,7 +516,7 @@ fn create_files(storage: &dyn Storage, options: &Options) -> Result<Manifest> {
         wal_offset: 0,
         durable_seq: 0,
         table: SegmentTable::new(manifest.segment_blocks),
-        dir: Directory::empty(hasher),
+        dir: Directory::empty(&Arena::new(), hasher),
     }
     .store(storage)?;
     manifest.store(storage)?;

@@ -2,7 +2,6 @@
 //! overlay), pinned so that no commit deletes what it reads: values, proofs and witnesses.
 
 use crate::error::{Error, Result};
-use crate::state::directory::DirNode;
 use crate::state::prefix::Prefix;
 use crate::state::version::Version;
 use crate::state::versions::Pin;
@@ -73,13 +72,13 @@ impl ReadView {
     /// The value of `key`: one SSD read unless the page is cached (plus one for a value
     /// stored in the value log).
     pub fn get(&self, key: &KeyPath) -> Result<Option<Vec<u8>>> {
-        let (prefix, node) = self.version.dir.locate(key);
-        let DirNode::Page(r) = node.as_ref() else {
+        let (prefix, page) = self.version.dir.locate(key);
+        let Some(r) = page else {
             return Ok(None);
         };
         let page = self
             .inner
-            .load_pages(&[(prefix, r.clone())], ReadKind::Lookup)?
+            .load_pages(&[(prefix, r)], ReadKind::Lookup)?
             .pop()
             .ok_or_else(|| Error::internal("a page asked for was not loaded"))?;
         match page.get(key) {
@@ -127,15 +126,15 @@ impl ReadView {
             .dir
             .prove(
                 &keys,
-                &mut |prefix, node, keys, out| match node {
-                    DirNode::Page(_) => {
+                &mut |prefix, page_ref, keys, out| match page_ref {
+                    Some(_) => {
                         let page = pages.get(prefix).ok_or(
                             crate::state::directory::DirectoryError::PageMissing(*prefix),
                         )?;
                         page.prove(hasher, keys, out);
                         Ok(())
                     }
-                    _ => {
+                    None => {
                         out.push(sprig_core::ProofNode::Terminator);
                         Ok(())
                     }

@@ -4,7 +4,7 @@
 //! the checkpoint states.
 
 use crate::codec::{checksum, Put, Reader};
-use crate::state::directory::Directory;
+use crate::state::directory::{Arena, Directory};
 use crate::error::{Error, Result};
 use crate::io::{OpenOptions, Storage};
 use crate::log::record::{
@@ -17,6 +17,7 @@ use crate::log::segments::{
 use sprig_core::trie::Node;
 use sprig_core::Hasher;
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 const MAGIC: &[u8; 4] = b"SPCK";
 const VERSION: u8 = 2;
@@ -77,7 +78,7 @@ impl Checkpoint {
             out.put_u32(*blocks);
             out.extend_from_slice(key);
         }
-        encode_subtree(self.dir.tree(), &mut out)
+        encode_subtree(&self.dir.tree(), &mut out)
             .map_err(|e| Error::internal(format!("cannot checkpoint an unwritten version: {e}")))?;
         let sum = checksum(&out);
         out.put_u64(sum);
@@ -86,7 +87,12 @@ impl Checkpoint {
 
     /// Decode the bytes of checkpoint file `name` (public for the fuzzers); every check
     /// failure is `Error::Corruption` naming `name`.
-    pub fn decode(name: &str, bytes: &[u8], hasher: Hasher) -> Result<Checkpoint> {
+    pub fn decode(
+        name: &str,
+        bytes: &[u8],
+        arena: &Arc<Arena>,
+        hasher: Hasher,
+    ) -> Result<Checkpoint> {
         let bad = |at: usize, what: &str| Error::corruption(name, at as u64, what);
         let body_len = bytes
             .len()
@@ -156,7 +162,7 @@ impl Checkpoint {
             values.push((l, blocks, r.array().map_err(de)?));
         }
         let at = r.position();
-        let tree = decode_subtree(&mut r, hasher, 0).map_err(de)?;
+        let tree = decode_subtree(&mut r, arena, hasher, 0).map_err(de)?;
         r.finish().map_err(de)?;
         check_subtree_locs(&tree, segment_blocks).map_err(|what| bad(at, &what))?;
         let dir = Directory::from_root(hasher, tree);
@@ -183,7 +189,7 @@ impl Checkpoint {
             segment_blocks,
             live_pages: BTreeMap::new(),
         };
-        for_each_disk_page(dir.tree(), &mut |l| table.add_pages(l, 1));
+        for_each_disk_page(&dir.tree(), &mut |l| table.add_pages(l, 1));
         for (l, blocks, key) in values {
             table.value_written(l, blocks, key);
         }
@@ -228,7 +234,12 @@ impl Checkpoint {
     }
 
     /// Load the checkpoint with sequence number `seq`.
-    pub fn load(storage: &dyn Storage, seq: u64, hasher: Hasher) -> Result<Checkpoint> {
+    pub fn load(
+        storage: &dyn Storage,
+        seq: u64,
+        arena: &Arc<Arena>,
+        hasher: Hasher,
+    ) -> Result<Checkpoint> {
         let name = checkpoint_file_name(seq);
         let file = storage
             .open(
@@ -244,7 +255,7 @@ impl Checkpoint {
         let mut bytes = vec![0u8; len];
         file.read_at(&mut bytes, 0)
             .map_err(|e| Error::io("reading", &name, e))?;
-        let cp = Checkpoint::decode(&name, &bytes, hasher)?;
+        let cp = Checkpoint::decode(&name, &bytes, arena, hasher)?;
         if cp.seq != seq {
             return Err(Error::corruption(
                 &name,
@@ -259,12 +270,11 @@ impl Checkpoint {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::state::directory::{DirNode, PageLoc, PageRef};
+    use crate::state::directory::{PageLoc, PageRef, Subtree};
     use crate::io::MemoryStorage;
     use crate::log::segments::loc;
     use crate::state::prefix::Prefix;
     use sprig_core::trie::KeyPath;
-    use std::sync::Arc;
 
     fn sample(hasher: Hasher) -> Checkpoint {
         sample_at(hasher, [loc(2, 0), loc(1, 2), loc(1, 3)])
@@ -272,28 +282,28 @@ mod tests {
 
     /// A checkpoint of three pages at `locs`.
     fn sample_at(hasher: Hasher, locs: [u64; 3]) -> Checkpoint {
+        let arena = Arena::new();
         let page = |l: u64, count: u32, fill: u8| {
             let mut node = [fill; 32];
             node[0] = if count == 1 { 0x80 } else { 0x10 };
-            Arc::new(DirNode::Page(PageRef {
-                loc: PageLoc::Disk(l),
-                checksum: l * 7,
-                node,
-                count,
-            }))
+            Subtree::page(
+                &arena,
+                &PageRef {
+                    loc: PageLoc::Disk(l),
+                    checksum: l * 7,
+                    node,
+                    count,
+                },
+            )
         };
-        let dir = Directory::empty(hasher)
+        let dir = Directory::empty(&arena, hasher)
             .replace(vec![(
                 Prefix::root(),
-                Arc::new(DirNode::branch(
+                Subtree::branch(
                     hasher,
                     page(locs[0], 5, 1),
-                    Arc::new(DirNode::branch(
-                        hasher,
-                        page(locs[1], 1, 2),
-                        page(locs[2], 9, 3),
-                    )),
-                )),
+                    Subtree::branch(hasher, page(locs[1], 1, 2), page(locs[2], 9, 3)),
+                ),
             )])
             .unwrap();
         Checkpoint {
@@ -312,7 +322,7 @@ mod tests {
         let s = MemoryStorage::new();
         let cp = sample(h);
         cp.store(&s).unwrap();
-        let back = Checkpoint::load(&s, 12, h).unwrap();
+        let back = Checkpoint::load(&s, 12, &Arena::new(), h).unwrap();
         assert_eq!(back.dir.root_node(), cp.dir.root_node());
         assert_eq!(back.dir.len(), 15);
         assert_eq!(back.wal_offset, 999);
@@ -322,9 +332,9 @@ mod tests {
         for i in 0..bytes.len() * 8 {
             let mut b = bytes.clone();
             b[i / 8] ^= 1 << (i % 8);
-            assert!(Checkpoint::decode("c", &b, h).is_err(), "bit {i}");
+            assert!(Checkpoint::decode("c", &b, &Arena::new(), h).is_err(), "bit {i}");
         }
-        assert!(Checkpoint::load(&s, 12, Hasher::Sha256).is_err());
+        assert!(Checkpoint::load(&s, 12, &Arena::new(), Hasher::Sha256).is_err());
     }
 
     /// A checkpoint whose checksum is right but whose table or directory names what no commit
@@ -389,11 +399,11 @@ mod tests {
                 Box::new(move |c| *c = sample_at(h, [loc(2, 0), loc(1, 256), loc(1, 3)])),
             ),
         ];
-        assert!(Checkpoint::decode("c", &sample(h).encode().unwrap(), h).is_ok());
+        assert!(Checkpoint::decode("c", &sample(h).encode().unwrap(), &Arena::new(), h).is_ok());
         for (what, craft) in cases {
             let mut cp = sample(h);
             craft(&mut cp);
-            let e = Checkpoint::decode("c", &cp.encode().unwrap(), h).err();
+            let e = Checkpoint::decode("c", &cp.encode().unwrap(), &Arena::new(), h).err();
             assert!(
                 e.as_ref().is_some_and(Error::is_corruption),
                 "{what}: {e:?}"

@@ -8,7 +8,7 @@
 //! extent, segment id and fill level it names fits the segment geometry.
 
 use crate::codec::{DecodeError, Put, Reader};
-use crate::state::directory::{DirNode, Directory, PageLoc, PageRef};
+use crate::state::directory::{Arena, Directory, NodeId, PageLoc, PageRef, Slot, Subtree};
 use crate::log::segments::{
     check_loc, check_segment_id, check_used_blocks, check_value_extent, loc_block, loc_segment,
     SegmentTable,
@@ -29,36 +29,45 @@ const PAGE_REF_BYTES: usize = 1 + 8 + 8 + 32 + 4;
 pub struct UnwrittenPage;
 
 /// Append the pre-order encoding of a directory subtree.
-pub fn encode_subtree(node: &DirNode, out: &mut Vec<u8>) -> Result<(), UnwrittenPage> {
-    match node {
-        DirNode::Empty => out.put_u8(TAG_EMPTY),
-        DirNode::Page(p) => {
-            let PageLoc::Disk(l) = p.loc else {
-                return Err(UnwrittenPage);
-            };
-            out.put_u8(TAG_PAGE);
-            out.put_u64(l);
-            out.put_u64(p.checksum);
-            out.extend_from_slice(&p.node);
-            out.put_u32(p.count);
-        }
-        DirNode::Branch(b) => {
-            out.put_u8(TAG_BRANCH);
-            encode_subtree(&b.children()[0], out)?;
-            encode_subtree(&b.children()[1], out)?;
+pub fn encode_subtree(node: &Subtree, out: &mut Vec<u8>) -> Result<(), UnwrittenPage> {
+    let arena = node.arena();
+    let mut stack = vec![node_id(node)];
+    while let Some(id) = stack.pop() {
+        match arena.slot(id) {
+            Slot::Empty => out.put_u8(TAG_EMPTY),
+            Slot::Page(p) => {
+                let PageLoc::Disk(l) = p.loc else {
+                    return Err(UnwrittenPage);
+                };
+                out.put_u8(TAG_PAGE);
+                out.put_u64(l);
+                out.put_u64(p.checksum);
+                out.extend_from_slice(&p.node);
+                out.put_u32(p.count);
+            }
+            Slot::Branch(_, l, r) => {
+                out.put_u8(TAG_BRANCH);
+                stack.push(r);
+                stack.push(l);
+            }
         }
     }
     Ok(())
 }
 
-/// Decode a subtree rooted at depth `depth`, recomputing branch nodes.
+/// The id at the top of `node` (borrowed: valid while `node` lives).
+fn node_id(node: &Subtree) -> NodeId {
+    node.id()
+}
+/// Decode a subtree rooted at depth `depth` into `arena`, recomputing branch nodes.
 pub fn decode_subtree(
     r: &mut Reader<'_>,
+    arena: &Arc<Arena>,
     hasher: Hasher,
     depth: usize,
-) -> Result<Arc<DirNode>, DecodeError> {
-    let node = match r.u8()? {
-        TAG_EMPTY => DirNode::Empty,
+) -> Result<Subtree, DecodeError> {
+    match r.u8()? {
+        TAG_EMPTY => Ok(Subtree::empty(arena)),
         TAG_PAGE => {
             let loc = r.u64()?;
             let checksum = r.u64()?;
@@ -67,24 +76,26 @@ pub fn decode_subtree(
             if count == 0 {
                 return Err(r.error("page with no entries"));
             }
-            DirNode::Page(PageRef {
-                loc: PageLoc::Disk(loc),
-                checksum,
-                node,
-                count,
-            })
+            Ok(Subtree::page(
+                arena,
+                &PageRef {
+                    loc: PageLoc::Disk(loc),
+                    checksum,
+                    node,
+                    count,
+                },
+            ))
         }
         TAG_BRANCH => {
             if depth >= KEY_BITS {
                 return Err(r.error("directory deeper than 256 bits"));
             }
-            let left = decode_subtree(r, hasher, depth + 1)?;
-            let right = decode_subtree(r, hasher, depth + 1)?;
-            DirNode::branch(hasher, left, right)
+            let left = decode_subtree(r, arena, hasher, depth + 1)?;
+            let right = decode_subtree(r, arena, hasher, depth + 1)?;
+            Ok(Subtree::branch(hasher, left, right))
         }
-        _ => return Err(r.error("unknown directory node tag")),
-    };
-    Ok(Arc::new(node))
+        _ => Err(r.error("unknown directory node tag")),
+    }
 }
 
 /// The smallest encoding of a subtree node, for bounding counts.
@@ -100,7 +111,7 @@ pub struct CommitRecord {
     /// The number of entries after the commit.
     pub entries: u64,
     /// Replaced regions and their new subtrees (every page on disk).
-    pub regions: Vec<(Prefix, Arc<DirNode>)>,
+    pub regions: Vec<(Prefix, Subtree)>,
     /// Value records written: (location, blocks, key).
     pub values_written: Vec<(u64, u32, KeyPath)>,
     /// Locations of value records no longer referenced.
@@ -142,7 +153,11 @@ impl CommitRecord {
     }
 
     /// Decode a record's payload.
-    pub fn decode(bytes: &[u8], hasher: Hasher) -> Result<CommitRecord, DecodeError> {
+    pub fn decode(
+        bytes: &[u8],
+        arena: &Arc<Arena>,
+        hasher: Hasher,
+    ) -> Result<CommitRecord, DecodeError> {
         let mut r = Reader::new(bytes);
         let seq = r.u64()?;
         let root = r.array()?;
@@ -153,7 +168,7 @@ impl CommitRecord {
             let len = r.u16()?;
             let bits: KeyPath = r.array()?;
             let prefix = Prefix::from_parts(bits, len).ok_or(r.error("invalid region prefix"))?;
-            let subtree = decode_subtree(&mut r, hasher, prefix.depth())?;
+            let subtree = decode_subtree(&mut r, arena, hasher, prefix.depth())?;
             regions.push((prefix, subtree));
         }
         let n = r.count(8 + 4 + 32)?;
@@ -218,7 +233,7 @@ fn describe(l: u64) -> String {
 
 /// Check the location of every on-disk page under `node` against segments of
 /// `segment_blocks` blocks; the error names the first bad one.
-pub fn check_subtree_locs(node: &DirNode, segment_blocks: u32) -> Result<(), String> {
+pub fn check_subtree_locs(node: &Subtree, segment_blocks: u32) -> Result<(), String> {
     let mut bad = None;
     for_each_disk_page(node, &mut |l| {
         if bad.is_none() {
@@ -285,7 +300,7 @@ pub fn apply_record(
     }
     for (prefix, subtree) in &record.regions {
         if let Some(old) = dir.node_at(prefix) {
-            for_each_disk_page(old, &mut |l| table.add_pages(l, -1));
+            for_each_disk_page(&old, &mut |l| table.add_pages(l, -1));
         }
         for_each_disk_page(subtree, &mut |l| table.add_pages(l, 1));
     }
@@ -304,20 +319,12 @@ pub fn apply_record(
 }
 
 /// Visit every page under `node`.
-pub fn for_each_page_ref(node: &DirNode, f: &mut dyn FnMut(&PageRef)) {
-    match node {
-        DirNode::Empty => {}
-        DirNode::Page(p) => f(p),
-        DirNode::Branch(b) => {
-            for c in b.children() {
-                for_each_page_ref(c, f);
-            }
-        }
-    }
+pub fn for_each_page_ref(node: &Subtree, f: &mut dyn FnMut(&PageRef)) {
+    node.for_each_page(f);
 }
 
 /// Visit the location of every on-disk page under `node`.
-pub fn for_each_disk_page(node: &DirNode, f: &mut dyn FnMut(u64)) {
+pub fn for_each_disk_page(node: &Subtree, f: &mut dyn FnMut(u64)) {
     for_each_page_ref(node, &mut |p| {
         if let PageLoc::Disk(l) = p.loc {
             f(l);
@@ -338,20 +345,25 @@ mod tests {
 
     /// A record of one commit on an empty database: one page at `page`, one value record of 3
     /// blocks at `value`, filling segment 1 to 12 blocks.
-    fn record(page: u64, value: u64) -> CommitRecord {
+    fn record(arena: &Arc<Arena>, page: u64, value: u64) -> CommitRecord {
         let hasher = Hasher::Blake3;
         let mut node = [4u8; 32];
         node[0] = 0x80;
         let regions = vec![(
             Prefix::root(),
-            Arc::new(DirNode::Page(PageRef {
-                loc: PageLoc::Disk(page),
-                checksum: 1,
-                node,
-                count: 1,
-            })),
+            Subtree::page(
+                arena,
+                &PageRef {
+                    loc: PageLoc::Disk(page),
+                    checksum: 1,
+                    node,
+                    count: 1,
+                },
+            ),
         )];
-        let dir = Directory::empty(hasher).replace(regions.clone()).unwrap();
+        let dir = Directory::empty(arena, hasher)
+            .replace(regions.clone())
+            .unwrap();
         CommitRecord {
             seq: 1,
             root: dir.root_node(),
@@ -379,7 +391,9 @@ mod tests {
     /// segment 0, was accepted and read from wherever it pointed.
     #[test]
     fn records_naming_impossible_segments_or_locations_are_refused_whole() {
-        let empty = Directory::empty(Hasher::Blake3);
+        let arena = Arena::new();
+        let empty = Directory::empty(&arena, Hasher::Blake3);
+        let record = |page, value| record(&arena, page, value);
         let mut table = SegmentTable::new(SEGMENT_BLOCKS);
         let good = record(loc(1, 11), loc(1, 8));
         assert!(apply_record(&empty, &mut table, &good).is_ok());

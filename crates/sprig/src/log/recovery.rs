@@ -9,7 +9,7 @@
 //! durable). Nothing is cut off or deleted unless it is proven lost or unneeded, and a
 //! read-only recovery changes nothing at all.
 
-use crate::state::directory::Directory;
+use crate::state::directory::{Arena, Directory};
 use crate::error::{Error, Result};
 use crate::io::{BlockBuf, OpenOptions, ReadRequest, Storage, BLOCK_BYTES};
 use crate::log::checkpoint::{parse_checkpoint_file_name, Checkpoint};
@@ -18,6 +18,7 @@ use crate::log::record::{apply_record, CommitRecord};
 use crate::log::segments::{parse_segment_file_name, segment_file_name, SegmentTable};
 use crate::log::wal::{parse_wal_file_name, wal_file_name, ReplayEnd, Wal, FLAG_PRIOR_DURABLE};
 use std::collections::VecDeque;
+use std::sync::Arc;
 
 /// Blocks read per step while looking at what lies past a segment's recorded fill.
 const TAIL_SCAN_BLOCKS: u64 = 256;
@@ -138,6 +139,8 @@ pub(crate) struct Recovered {
     pub wal: Option<Wal>,
     pub checkpoint_seq: u64,
     pub report: RecoveryReport,
+    /// The store of every directory node recovered (the database's, from now on).
+    pub arena: Arc<Arena>,
 }
 
 /// Where replay stands between log files.
@@ -166,7 +169,8 @@ pub(crate) fn recover(
         .filter_map(|n| parse_checkpoint_file_name(n))
         .max()
         .ok_or_else(|| Error::corruption("<database directory>", 0, "no checkpoint file"))?;
-    let cp = Checkpoint::load(storage, checkpoint_seq, manifest.hasher)?;
+    let arena = Arena::new();
+    let cp = Checkpoint::load(storage, checkpoint_seq, &arena, manifest.hasher)?;
     let mut wal_ids: Vec<u32> = names
         .iter()
         .filter_map(|n| parse_wal_file_name(n))
@@ -298,6 +302,7 @@ pub(crate) fn recover(
         wal,
         checkpoint_seq,
         report,
+        arena,
     })
 }
 
@@ -306,7 +311,7 @@ impl Replayed {
     fn apply(&mut self, id: u32, rec: crate::log::wal::WalRecord) -> Result<()> {
         let name = wal_file_name(id);
         let hasher = self.dir.hasher();
-        let record = CommitRecord::decode(&rec.payload, hasher)
+        let record = CommitRecord::decode(&rec.payload, self.dir.arena(), hasher)
             .map_err(|e| Error::corruption(&name, rec.offset, format!("bad commit record: {e}")))?;
         let expected = self.seq.checked_add(1).ok_or_else(|| {
             Error::corruption(

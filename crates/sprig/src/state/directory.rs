@@ -1,14 +1,18 @@
 //! The in-memory directory: every trie node above the leaf pages, and for each page its
 //! location, checksum, node and entry count.
 //!
-//! The directory is a persistent binary tree over trie positions: a commit copies only the
-//! paths it changes and shares the rest, so any number of versions can be held at once and a
-//! reader pinned to one version never sees another's changes. Nothing here does I/O; the pages
-//! themselves are read by the caller.
+//! The directory is a persistent binary tree over trie positions, its nodes held in the
+//! database's node store ([`Arena`]: fixed-size slots, 32-bit ids, reference counts): a commit
+//! copies only the paths it changes, in one pass over its sorted regions, and shares the rest,
+//! so any number of versions can be held at once and a reader pinned to one version never sees
+//! another's changes. A version's nodes are freed when the last version holding them goes.
+//! Nothing here does I/O; the pages themselves are read by the caller.
 //!
 //! Invariant kept by the commit pipeline: every branch holds at least two entries, so its node
 //! is an internal node, and a key's path through the directory never ends above a page.
 
+pub use crate::state::arena::{Arena, NodeId, Slot};
+pub use crate::state::page_ref::{MemoryPage, PageLoc, PageRef};
 use crate::state::page::Page;
 use crate::state::prefix::Prefix;
 use sprig_core::proof::{PathProof, ProofNode, Terminal};
@@ -16,116 +20,181 @@ use sprig_core::trie::{bit_at, parent, KeyPath, Node, NodeKind, TERMINATOR};
 use sprig_core::Hasher;
 use std::sync::Arc;
 
-/// Where a page version is.
-#[derive(Clone, Debug)]
-pub enum PageLoc {
-    /// In a segment file: segment id in the high 32 bits, block index in the low 32 bits.
-    Disk(u64),
-    /// Built in memory by a batch or overlay. Once the commit that writes it is durable, the
-    /// page is dropped from memory and read from where it was written.
-    Memory(Arc<MemoryPage>),
+/// An owned reference to a subtree of the directory: a page, an empty region, or a branch.
+/// Cloning shares it; dropping the last reference frees what only it held.
+pub struct Subtree {
+    arena: Arc<Arena>,
+    id: NodeId,
 }
 
-/// A page built in memory: held until a commit makes it durable, then released, so that
-/// overlays built on a committed one do not keep its pages in RAM.
-#[derive(Debug)]
-pub struct MemoryPage {
-    page: parking_lot::Mutex<Option<Arc<Page>>>,
-    written: std::sync::OnceLock<(u64, u64)>,
-}
-
-impl MemoryPage {
-    /// A page held in memory.
-    pub fn new(page: Arc<Page>) -> Arc<MemoryPage> {
-        Arc::new(MemoryPage {
-            page: parking_lot::Mutex::new(Some(page)),
-            written: std::sync::OnceLock::new(),
-        })
-    }
-
-    /// The page, while it is held in memory.
-    pub fn page(&self) -> Option<Arc<Page>> {
-        self.page.lock().clone()
-    }
-
-    /// Where a durable commit wrote the page, and its checksum, once released.
-    pub fn written(&self) -> Option<(u64, u64)> {
-        self.written.get().copied()
-    }
-
-    /// The page is durable at `loc` with `checksum`: drop it from memory.
-    pub fn release(&self, loc: u64, checksum: u64) {
-        if self.written.set((loc, checksum)).is_ok() {
-            *self.page.lock() = None;
+impl Clone for Subtree {
+    fn clone(&self) -> Subtree {
+        Subtree {
+            arena: self.arena.clone(),
+            id: self.arena.share(self.id),
         }
     }
 }
 
-/// A page as the directory knows it.
-#[derive(Clone, Debug)]
-pub struct PageRef {
-    /// Where the page is.
-    pub loc: PageLoc,
-    /// xxh3-64 of the page's 4 KiB: every read is checked against it (0 while in memory).
-    pub checksum: u64,
-    /// The page's trie node.
-    pub node: Node,
-    /// The number of entries in the page.
-    pub count: u32,
+impl Drop for Subtree {
+    fn drop(&mut self) {
+        self.arena.release(self.id);
+    }
 }
 
-/// One position of the directory tree.
+impl std::fmt::Debug for Subtree {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Subtree({:?})", self.id)
+    }
+}
+
+/// What a subtree is at its top.
 #[derive(Debug)]
-pub enum DirNode {
+pub enum Shape {
     /// No entries and no page.
     Empty,
     /// A leaf page.
     Page(PageRef),
     /// Two sub-positions.
-    Branch(Branch),
+    Branch(Subtree, Subtree),
 }
 
-/// An inner position of the directory.
-#[derive(Debug)]
-pub struct Branch {
-    node: Node,
-    count: u64,
-    children: [Arc<DirNode>; 2],
-}
-
-impl Branch {
-    /// The two children.
-    pub fn children(&self) -> &[Arc<DirNode>; 2] {
-        &self.children
+impl Subtree {
+    /// An empty region.
+    pub fn empty(arena: &Arc<Arena>) -> Subtree {
+        Subtree {
+            arena: arena.clone(),
+            id: NodeId::EMPTY,
+        }
     }
-}
 
-impl DirNode {
-    /// The trie node at this position.
+    /// A page.
+    pub fn page(arena: &Arc<Arena>, r: &PageRef) -> Subtree {
+        Subtree {
+            arena: arena.clone(),
+            id: arena.new_page(r),
+        }
+    }
+
+    /// A branch over two subtrees of the same store, with its node computed.
+    pub fn branch(hasher: Hasher, left: Subtree, right: Subtree) -> Subtree {
+        assert!(
+            Arc::ptr_eq(&left.arena, &right.arena),
+            "a branch over subtrees of two directory stores"
+        );
+        let node = parent(hasher, &left.node(), &right.node());
+        let arena = left.arena.clone();
+        let id = arena.new_branch(&node, left.into_id(), right.into_id());
+        Subtree { arena, id }
+    }
+
+    /// A reference to node `id` of `arena`, shared.
+    fn shared(arena: &Arc<Arena>, id: NodeId) -> Subtree {
+        Subtree {
+            arena: arena.clone(),
+            id: arena.share(id),
+        }
+    }
+
+    /// Give up this reference without releasing it (its owner is now a parent node).
+    fn into_id(mut self) -> NodeId {
+        // Dropping what is left releases the empty region (nothing) and the store handle.
+        std::mem::replace(&mut self.id, NodeId::EMPTY)
+    }
+
+    /// The id at the top (valid while this reference lives).
+    pub fn id(&self) -> NodeId {
+        self.id
+    }
+
+    /// The store the subtree lives in.
+    pub fn arena(&self) -> &Arc<Arena> {
+        &self.arena
+    }
+
+    /// The trie node at the top.
     pub fn node(&self) -> Node {
-        match self {
-            DirNode::Empty => TERMINATOR,
-            DirNode::Page(p) => p.node,
-            DirNode::Branch(b) => b.node,
+        self.arena.node(self.id)
+    }
+
+    /// Whether two references are to the same node (shared, not merely equal).
+    pub fn is(&self, other: &Subtree) -> bool {
+        self.id == other.id && Arc::ptr_eq(&self.arena, &other.arena)
+    }
+
+    /// What the subtree is at its top (children shared).
+    pub fn shape(&self) -> Shape {
+        match self.arena.slot(self.id) {
+            Slot::Empty => Shape::Empty,
+            Slot::Page(r) => Shape::Page(r),
+            Slot::Branch(_, l, r) => Shape::Branch(
+                Subtree::shared(&self.arena, l),
+                Subtree::shared(&self.arena, r),
+            ),
         }
     }
 
-    /// The number of entries below this position.
+    /// The number of entries below.
     pub fn count(&self) -> u64 {
-        match self {
-            DirNode::Empty => 0,
-            DirNode::Page(p) => u64::from(p.count),
-            DirNode::Branch(b) => b.count,
-        }
+        count_under(&self.arena, self.id)
     }
 
-    /// A branch over two children, with its node computed.
-    pub fn branch(hasher: Hasher, left: Arc<DirNode>, right: Arc<DirNode>) -> DirNode {
-        DirNode::Branch(Branch {
-            node: parent(hasher, &left.node(), &right.node()),
-            count: left.count() + right.count(),
-            children: [left, right],
-        })
+    /// Visit every page, in key order.
+    pub fn for_each_page(&self, f: &mut dyn FnMut(&PageRef)) {
+        walk_pages(&self.arena, self.id, Prefix::root(), &mut |_, r| f(r));
+    }
+
+    /// Collect every page (position and reference) of this subtree at `pos`, in key order.
+    pub fn pages_under(&self, pos: Prefix, out: &mut Vec<(Prefix, PageRef)>) {
+        walk_pages(&self.arena, self.id, pos, &mut |p, r| out.push((*p, r.clone())));
+    }
+}
+
+/// The entries under `id`.
+fn count_under(arena: &Arena, id: NodeId) -> u64 {
+    let mut total = 0u64;
+    let mut stack = vec![id];
+    while let Some(id) = stack.pop() {
+        if let Some(c) = arena.page_count(id) {
+            total += u64::from(c);
+        } else if let Some((l, r)) = arena.children(id) {
+            stack.push(r);
+            stack.push(l);
+        }
+    }
+    total
+}
+
+/// Whether the entries under `id` are more than `limit` (stops counting past it).
+fn count_exceeds(arena: &Arena, id: NodeId, limit: u64) -> bool {
+    let mut total = 0u64;
+    let mut stack = vec![id];
+    while let Some(id) = stack.pop() {
+        if let Some(c) = arena.page_count(id) {
+            total += u64::from(c);
+            if total > limit {
+                return true;
+            }
+        } else if let Some((l, r)) = arena.children(id) {
+            stack.push(r);
+            stack.push(l);
+        }
+    }
+    false
+}
+
+/// Visit the pages under `id` (at `pos`) in key order.
+fn walk_pages(arena: &Arena, id: NodeId, pos: Prefix, f: &mut dyn FnMut(&Prefix, &PageRef)) {
+    let mut stack = vec![(id, pos)];
+    while let Some((id, pos)) = stack.pop() {
+        match arena.slot(id) {
+            Slot::Empty => {}
+            Slot::Page(r) => f(&pos, &r),
+            Slot::Branch(_, l, r) => {
+                stack.push((r, pos.child(true)));
+                stack.push((l, pos.child(false)));
+            }
+        }
     }
 }
 
@@ -145,35 +214,79 @@ pub enum DirectoryError {
     /// A proof needs a page that was not supplied.
     #[error("page at {0} was not loaded")]
     PageMissing(Prefix),
+    /// Regions of another directory store.
+    #[error("a region from another directory store")]
+    ForeignRegion,
 }
 
 /// A region of the directory (a position) and a subtree to put there.
-pub type Region = (Prefix, Arc<DirNode>);
+pub type Region = (Prefix, Subtree);
 
-/// Appends the multi-proof nodes below one region (a page or an empty region), given its
-/// position, its directory node and the keys under it.
-pub type RegionProver<'a> = dyn FnMut(&Prefix, &DirNode, &[KeyPath], &mut Vec<ProofNode>) -> Result<(), DirectoryError>
+/// Appends the multi-proof nodes below one region (a page, or an empty region: `None`), given
+/// its position, its page and the keys under it.
+pub type RegionProver<'a> = dyn FnMut(&Prefix, Option<&PageRef>, &[KeyPath], &mut Vec<ProofNode>) -> Result<(), DirectoryError>
     + 'a;
 
 /// A version of the directory. Cloning is cheap and shares everything.
-#[derive(Clone, Debug)]
 pub struct Directory {
+    arena: Arc<Arena>,
     hasher: Hasher,
-    root: Arc<DirNode>,
+    root: NodeId,
+    len: u64,
+}
+
+impl Clone for Directory {
+    fn clone(&self) -> Directory {
+        Directory {
+            arena: self.arena.clone(),
+            hasher: self.hasher,
+            root: self.arena.share(self.root),
+            len: self.len,
+        }
+    }
+}
+
+impl Drop for Directory {
+    fn drop(&mut self) {
+        self.arena.release(self.root);
+    }
+}
+
+impl std::fmt::Debug for Directory {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Directory")
+            .field("root", &self.root)
+            .field("len", &self.len)
+            .finish()
+    }
 }
 
 impl Directory {
-    /// The directory of an empty database.
-    pub fn empty(hasher: Hasher) -> Directory {
+    /// The directory of an empty database, in `arena`.
+    pub fn empty(arena: &Arc<Arena>, hasher: Hasher) -> Directory {
         Directory {
+            arena: arena.clone(),
             hasher,
-            root: Arc::new(DirNode::Empty),
+            root: NodeId::EMPTY,
+            len: 0,
         }
     }
 
     /// A directory with the given tree.
-    pub fn from_root(hasher: Hasher, root: Arc<DirNode>) -> Directory {
-        Directory { hasher, root }
+    pub fn from_root(hasher: Hasher, root: Subtree) -> Directory {
+        let len = root.count();
+        let arena = root.arena.clone();
+        Directory {
+            arena,
+            hasher,
+            root: root.into_id(),
+            len,
+        }
+    }
+
+    /// The node store.
+    pub fn arena(&self) -> &Arc<Arena> {
+        &self.arena
     }
 
     /// The hasher.
@@ -183,43 +296,82 @@ impl Directory {
 
     /// The state root.
     pub fn root_node(&self) -> Node {
-        self.root.node()
+        self.arena.node(self.root)
     }
 
-    /// The tree.
-    pub fn tree(&self) -> &Arc<DirNode> {
-        &self.root
+    /// The whole tree, shared.
+    pub fn tree(&self) -> Subtree {
+        Subtree::shared(&self.arena, self.root)
     }
 
     /// The number of entries.
     pub fn len(&self) -> u64 {
-        self.root.count()
+        self.len
     }
 
     /// Whether the state holds no entry.
     pub fn is_empty(&self) -> bool {
-        self.len() == 0
+        self.len == 0
     }
 
-    /// The region holding `key`: its position and its node (a page or an empty region).
-    pub fn locate(&self, key: &KeyPath) -> (Prefix, &Arc<DirNode>) {
-        let mut node = &self.root;
+    /// The region holding `key`: its position, and its page (none for an empty region).
+    pub fn locate(&self, key: &KeyPath) -> (Prefix, Option<PageRef>) {
+        let mut id = self.root;
         let mut depth = 0usize;
-        while let DirNode::Branch(b) = node.as_ref() {
-            let right = bit_at(key, depth);
-            node = &b.children[usize::from(right)];
+        while let Some((l, r)) = self.arena.children(id) {
+            id = if bit_at(key, depth) { r } else { l };
             depth += 1;
         }
-        (Prefix::of_key(key, depth), node)
+        let page = match self.arena.slot(id) {
+            Slot::Page(r) => Some(r),
+            _ => None,
+        };
+        (Prefix::of_key(key, depth), page)
     }
 
-    /// A new version with each region (position, new subtree) replaced. Regions must be
-    /// disjoint and sit at positions of this directory (at a page, an empty region or a
-    /// branch), never inside a page.
-    pub fn replace(
-        &self,
-        mut regions: Vec<(Prefix, Arc<DirNode>)>,
-    ) -> Result<Directory, DirectoryError> {
+    /// The node id at `pos`, if `pos` is a position of the directory (not inside a page).
+    fn id_at(&self, pos: &Prefix) -> Option<NodeId> {
+        let mut id = self.root;
+        for depth in 0..pos.depth() {
+            let (l, r) = self.arena.children(id)?;
+            id = if pos.bit(depth) { r } else { l };
+        }
+        Some(id)
+    }
+
+    /// The subtree at `pos`, if `pos` is a position of the directory (not inside a page).
+    pub fn node_at(&self, pos: &Prefix) -> Option<Subtree> {
+        self.id_at(pos).map(|id| Subtree::shared(&self.arena, id))
+    }
+
+    /// The branches on the path from the root to `pos` (inclusive) holding at most `limit`
+    /// entries, shallowest first: candidates to merge into one page.
+    pub fn sparse_branches_above(&self, pos: &Prefix, limit: u64) -> Vec<(Prefix, Subtree)> {
+        let mut out = Vec::new();
+        let mut id = self.root;
+        for depth in 0..=pos.depth() {
+            let Some((l, r)) = self.arena.children(id) else {
+                break;
+            };
+            if !count_exceeds(&self.arena, id, limit) {
+                let at = Prefix::of_key(pos.bits(), depth);
+                out.push((at, Subtree::shared(&self.arena, id)));
+            }
+            if depth == pos.depth() {
+                break;
+            }
+            id = if pos.bit(depth) { r } else { l };
+        }
+        out
+    }
+
+    /// A new version with each region (position, new subtree) replaced, in one pass down the
+    /// tree. Regions must be disjoint and sit at positions of this directory (at a page, an
+    /// empty region or a branch), never inside a page.
+    pub fn replace(&self, mut regions: Vec<Region>) -> Result<Directory, DirectoryError> {
+        if regions.iter().any(|(_, s)| !Arc::ptr_eq(&s.arena, &self.arena)) {
+            return Err(DirectoryError::ForeignRegion);
+        }
         regions.sort_by(|a, b| {
             a.0.bits()
                 .cmp(b.0.bits())
@@ -232,72 +384,90 @@ impl Directory {
                 }
             }
         }
-        let root = replace_at(self.hasher, &self.root, Prefix::root(), &regions)?;
+        let mut removed = 0u64;
+        let mut added = 0u64;
+        let mut slots: Vec<Option<Subtree>> = Vec::with_capacity(regions.len());
+        let mut prefixes = Vec::with_capacity(regions.len());
+        for (p, s) in regions {
+            added += s.count();
+            prefixes.push(p);
+            slots.push(Some(s));
+        }
+        let root = self.replace_at(self.root, Prefix::root(), &prefixes, &mut slots, &mut removed)?;
         Ok(Directory {
+            arena: self.arena.clone(),
             hasher: self.hasher,
-            root,
+            root: root.into_id(),
+            len: self.len - removed.min(self.len) + added,
         })
+    }
+
+    /// The subtree at `pos` (node `id` of this directory) with `regions` (sorted, disjoint,
+    /// under `pos`) put in place; `slots` holds their subtrees, taken as they are placed.
+    fn replace_at(
+        &self,
+        id: NodeId,
+        pos: Prefix,
+        regions: &[Prefix],
+        slots: &mut [Option<Subtree>],
+        removed: &mut u64,
+    ) -> Result<Subtree, DirectoryError> {
+        match regions {
+            [] => return Ok(Subtree::shared(&self.arena, id)),
+            [p] if *p == pos => {
+                *removed += count_under(&self.arena, id);
+                return slots
+                    .first_mut()
+                    .and_then(Option::take)
+                    .ok_or(DirectoryError::Overlap(pos));
+            }
+            _ => {}
+        }
+        let Some((left, right)) = self.arena.children(id) else {
+            let first = regions.first().copied().unwrap_or(pos);
+            return Err(DirectoryError::RegionInsidePage(first));
+        };
+        if regions.contains(&pos) {
+            return Err(DirectoryError::Overlap(pos));
+        }
+        let depth = pos.depth();
+        let split = regions.partition_point(|p| !p.bit(depth));
+        let (lr, rr) = regions.split_at(split);
+        let (ls, rs) = slots.split_at_mut(split);
+        let l = self.replace_at(left, pos.child(false), lr, ls, removed)?;
+        let r = self.replace_at(right, pos.child(true), rr, rs, removed)?;
+        Ok(Subtree::branch(self.hasher, l, r))
     }
 
     /// Visit every page in key order with its position.
     pub fn for_each_page(&self, mut f: impl FnMut(&Prefix, &PageRef)) {
-        fn walk(node: &DirNode, pos: Prefix, f: &mut dyn FnMut(&Prefix, &PageRef)) {
-            match node {
-                DirNode::Empty => {}
-                DirNode::Page(p) => f(&pos, p),
-                DirNode::Branch(b) => {
-                    walk(&b.children[0], pos.child(false), f);
-                    walk(&b.children[1], pos.child(true), f);
-                }
-            }
-        }
-        walk(&self.root, Prefix::root(), &mut f);
+        walk_pages(&self.arena, self.root, Prefix::root(), &mut f);
     }
 
     /// Up to `limit` pages in key order, starting with the region that holds `start`.
     pub fn pages_from(&self, start: &KeyPath, limit: usize) -> Vec<(Prefix, PageRef)> {
-        fn walk(
-            node: &DirNode,
-            pos: Prefix,
-            start: Option<&KeyPath>,
-            limit: usize,
-            out: &mut Vec<(Prefix, PageRef)>,
-        ) {
+        // Depth-first, in key order: the stack holds subtrees still to visit, right first.
+        let mut out = Vec::new();
+        let mut stack: Vec<(NodeId, Prefix, bool)> = vec![(self.root, Prefix::root(), true)];
+        while let Some((id, pos, bounded)) = stack.pop() {
             if out.len() >= limit {
-                return;
+                break;
             }
-            match node {
-                DirNode::Empty => {}
-                DirNode::Page(r) => out.push((pos, r.clone())),
-                DirNode::Branch(b) => {
+            match self.arena.slot(id) {
+                Slot::Empty => {}
+                Slot::Page(r) => out.push((pos, r)),
+                Slot::Branch(_, l, r) => {
                     let d = pos.depth();
-                    match start {
-                        Some(k) if bit_at(k, d) => {
-                            walk(&b.children[1], pos.child(true), Some(k), limit, out)
-                        }
-                        _ => {
-                            walk(&b.children[0], pos.child(false), start, limit, out);
-                            walk(&b.children[1], pos.child(true), None, limit, out);
-                        }
+                    if bounded && bit_at(start, d) {
+                        stack.push((r, pos.child(true), true));
+                    } else {
+                        stack.push((r, pos.child(true), false));
+                        stack.push((l, pos.child(false), bounded));
                     }
                 }
             }
         }
-        let mut out = Vec::new();
-        walk(&self.root, Prefix::root(), Some(start), limit, &mut out);
         out
-    }
-
-    /// The node at `pos`, if `pos` is a position of the directory (not inside a page).
-    pub fn node_at(&self, pos: &Prefix) -> Option<&Arc<DirNode>> {
-        let mut node = &self.root;
-        for depth in 0..pos.depth() {
-            match node.as_ref() {
-                DirNode::Branch(b) => node = &b.children[usize::from(pos.bit(depth))],
-                _ => return None,
-            }
-        }
-        Some(node)
     }
 
     /// The path proof of `key`: siblings from the directory down to the key's region, then from
@@ -308,20 +478,20 @@ impl Directory {
         page: &dyn Fn(&Prefix) -> Option<&'p Page>,
     ) -> Result<PathProof, DirectoryError> {
         let mut siblings = Vec::new();
-        let mut node = &self.root;
+        let mut id = self.root;
         let mut depth = 0usize;
-        while let DirNode::Branch(b) = node.as_ref() {
-            if Hasher::node_kind(&b.node) != NodeKind::Internal {
+        while let Slot::Branch(node, l, r) = self.arena.slot(id) {
+            if Hasher::node_kind(&node) != NodeKind::Internal {
                 return Err(DirectoryError::ThinBranch(Prefix::of_key(key, depth)));
             }
             let right = bit_at(key, depth);
-            siblings.push(b.children[usize::from(!right)].node());
-            node = &b.children[usize::from(right)];
+            siblings.push(self.arena.node(if right { l } else { r }));
+            id = if right { r } else { l };
             depth += 1;
         }
         let pos = Prefix::of_key(key, depth);
-        let terminal = match node.as_ref() {
-            DirNode::Page(_) => {
+        let terminal = match self.arena.slot(id) {
+            Slot::Page(_) => {
                 let p = page(&pos).ok_or(DirectoryError::PageMissing(pos))?;
                 let below = p.path_proof_below(self.hasher, key);
                 siblings.extend(below.siblings);
@@ -334,108 +504,249 @@ impl Directory {
 
     /// Append the multi-proof nodes of `keys` (sorted, distinct): the directory supplies the
     /// upper part, and `region` appends the nodes below each page or empty region that keys
-    /// reach (given its position, its node and the keys under it).
+    /// reach (given its position, its page and the keys under it).
     pub fn prove(
         &self,
         keys: &[KeyPath],
         region: &mut RegionProver<'_>,
         out: &mut Vec<ProofNode>,
     ) -> Result<(), DirectoryError> {
-        prove_at(&self.root, Prefix::root(), keys, region, out)
+        self.prove_at(self.root, Prefix::root(), keys, region, out)
     }
-}
 
-/// Collect every page of a subtree at `pos` (position and reference), in key order.
-pub fn pages_under(node: &DirNode, pos: Prefix, out: &mut Vec<(Prefix, PageRef)>) {
-    match node {
-        DirNode::Empty => {}
-        DirNode::Page(r) => out.push((pos, r.clone())),
-        DirNode::Branch(b) => {
-            pages_under(&b.children[0], pos.child(false), out);
-            pages_under(&b.children[1], pos.child(true), out);
+    fn prove_at(
+        &self,
+        id: NodeId,
+        pos: Prefix,
+        keys: &[KeyPath],
+        region: &mut RegionProver<'_>,
+        out: &mut Vec<ProofNode>,
+    ) -> Result<(), DirectoryError> {
+        if keys.is_empty() {
+            let n = self.arena.node(id);
+            out.push(if n == TERMINATOR {
+                ProofNode::Terminator
+            } else {
+                ProofNode::Opaque(n)
+            });
+            return Ok(());
         }
-    }
-}
-
-/// The regions where `to` differs from `from`: each the highest position below which the two
-/// trees differ and at which one of them is a page or an empty region, with `to`'s subtree.
-/// Shared subtrees are skipped without being walked.
-pub fn diff(
-    from: &Arc<DirNode>,
-    to: &Arc<DirNode>,
-    pos: Prefix,
-    out: &mut Vec<(Prefix, Arc<DirNode>)>,
-) {
-    if Arc::ptr_eq(from, to) {
-        return;
-    }
-    match (from.as_ref(), to.as_ref()) {
-        (DirNode::Branch(a), DirNode::Branch(b)) => {
-            diff(&a.children[0], &b.children[0], pos.child(false), out);
-            diff(&a.children[1], &b.children[1], pos.child(true), out);
-        }
-        (DirNode::Empty, DirNode::Empty) => {}
-        (DirNode::Page(a), DirNode::Page(b)) if matches!((&a.loc, &b.loc), (PageLoc::Disk(x), PageLoc::Disk(y)) if x == y) =>
-            {}
-        _ => out.push((pos, to.clone())),
-    }
-}
-
-fn replace_at(
-    hasher: Hasher,
-    node: &Arc<DirNode>,
-    pos: Prefix,
-    regions: &[(Prefix, Arc<DirNode>)],
-) -> Result<Arc<DirNode>, DirectoryError> {
-    match regions {
-        [] => return Ok(node.clone()),
-        [(p, subtree)] if *p == pos => return Ok(subtree.clone()),
-        _ => {}
-    }
-    let DirNode::Branch(b) = node.as_ref() else {
-        let first = regions.first().map_or(pos, |r| r.0);
-        return Err(DirectoryError::RegionInsidePage(first));
-    };
-    if regions.iter().any(|(p, _)| *p == pos) {
-        return Err(DirectoryError::Overlap(pos));
-    }
-    let depth = pos.depth();
-    let split = regions.partition_point(|(p, _)| !p.bit(depth));
-    let (left, right) = regions.split_at(split);
-    let l = replace_at(hasher, &b.children[0], pos.child(false), left)?;
-    let r = replace_at(hasher, &b.children[1], pos.child(true), right)?;
-    Ok(Arc::new(DirNode::branch(hasher, l, r)))
-}
-
-fn prove_at(
-    node: &DirNode,
-    pos: Prefix,
-    keys: &[KeyPath],
-    region: &mut RegionProver<'_>,
-    out: &mut Vec<ProofNode>,
-) -> Result<(), DirectoryError> {
-    if keys.is_empty() {
-        let n = node.node();
-        out.push(if n == TERMINATOR {
-            ProofNode::Terminator
-        } else {
-            ProofNode::Opaque(n)
-        });
-        return Ok(());
-    }
-    match node {
-        DirNode::Empty | DirNode::Page(_) => region(&pos, node, keys, out)?,
-        DirNode::Branch(b) => {
-            if Hasher::node_kind(&b.node) != NodeKind::Internal {
-                return Err(DirectoryError::ThinBranch(pos));
+        match self.arena.slot(id) {
+            Slot::Empty => region(&pos, None, keys, out)?,
+            Slot::Page(r) => region(&pos, Some(&r), keys, out)?,
+            Slot::Branch(node, l, r) => {
+                if Hasher::node_kind(&node) != NodeKind::Internal {
+                    return Err(DirectoryError::ThinBranch(pos));
+                }
+                out.push(ProofNode::Internal);
+                let depth = pos.depth();
+                let split = keys.partition_point(|k| !bit_at(k, depth));
+                let (kl, kr) = keys.split_at(split);
+                self.prove_at(l, pos.child(false), kl, region, out)?;
+                self.prove_at(r, pos.child(true), kr, region, out)?;
             }
-            out.push(ProofNode::Internal);
-            let depth = pos.depth();
-            let split = keys.partition_point(|k| !bit_at(k, depth));
-            let (kl, kr) = keys.split_at(split);
-            prove_at(&b.children[0], pos.child(false), kl, region, out)?;
-            prove_at(&b.children[1], pos.child(true), kr, region, out)?;
+        }
+        Ok(())
+    }
+}
+
+/// The regions where `to` differs from `from` (two versions of one store): each the highest
+/// position below which the two trees differ and at which one of them is a page or an empty
+/// region, with `to`'s subtree. Shared subtrees are skipped without being walked.
+pub fn diff(from: &Directory, to: &Directory) -> Result<Vec<Region>, DirectoryError> {
+    if !Arc::ptr_eq(&from.arena, &to.arena) {
+        return Err(DirectoryError::ForeignRegion);
+    }
+    let arena = &to.arena;
+    let mut out = Vec::new();
+    let mut stack = vec![(from.root, to.root, Prefix::root())];
+    while let Some((a, b, pos)) = stack.pop() {
+        if a == b {
+            continue;
+        }
+        match (arena.slot(a), arena.slot(b)) {
+            (Slot::Branch(_, al, ar), Slot::Branch(_, bl, br)) => {
+                stack.push((ar, br, pos.child(true)));
+                stack.push((al, bl, pos.child(false)));
+            }
+            (Slot::Empty, Slot::Empty) => {}
+            (Slot::Page(x), Slot::Page(y))
+                if matches!((&x.loc, &y.loc), (PageLoc::Disk(p), PageLoc::Disk(q)) if p == q) => {}
+            _ => out.push((pos, Subtree::shared(arena, b))),
         }
     }
-    Ok(())
+    out.sort_by(|a, b| a.0.bits().cmp(b.0.bits()).then(a.0.depth().cmp(&b.0.depth())));
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use std::collections::BTreeMap;
+
+    /// The model of a directory: the leaf at each region (a page number, or an empty region).
+    type Model = BTreeMap<Prefix, Option<u32>>;
+
+    fn page_ref(n: u32) -> PageRef {
+        let mut node = [0u8; 32];
+        node[..4].copy_from_slice(&n.to_le_bytes());
+        node[4] = 0x5a;
+        PageRef {
+            loc: PageLoc::Disk(u64::from(n)),
+            checksum: u64::from(n) * 3,
+            node,
+            count: n % 7 + 2,
+        }
+    }
+
+    /// The subtree of the model's leaves under `pos` (all of them are under it), built from
+    /// scratch.
+    fn build(arena: &Arc<Arena>, h: Hasher, pos: Prefix, leaves: &[(Prefix, Option<u32>)]) -> Subtree {
+        match leaves {
+            [(p, leaf)] if *p == pos => match leaf {
+                Some(n) => Subtree::page(arena, &page_ref(*n)),
+                None => Subtree::empty(arena),
+            },
+            _ => {
+                let split = leaves.partition_point(|(p, _)| !p.bit(pos.depth()));
+                let (l, r) = leaves.split_at(split);
+                Subtree::branch(
+                    h,
+                    build(arena, h, pos.child(false), l),
+                    build(arena, h, pos.child(true), r),
+                )
+            }
+        }
+    }
+
+    fn sorted(model: &Model) -> Vec<(Prefix, Option<u32>)> {
+        let mut v: Vec<_> = model.iter().map(|(p, l)| (*p, *l)).collect();
+        v.sort_by(|a, b| a.0.bits().cmp(b.0.bits()).then(a.0.depth().cmp(&b.0.depth())));
+        v
+    }
+
+    fn entries(model: &Model) -> u64 {
+        model.values().flatten().map(|n| u64::from(page_ref(*n).count)).sum()
+    }
+
+    /// One replacement: at the `pick`-th region (or the branch above it, going `up` levels),
+    /// put `shape` (0: empty, 1: a page, 2: two pages, 3: a page and an empty region).
+    fn replacement(
+        model: &Model,
+        pick: usize,
+        up: usize,
+        shape: u8,
+        next: &mut u32,
+    ) -> (Prefix, Vec<(Prefix, Option<u32>)>) {
+        let regions = sorted(model);
+        let (at, _) = regions[pick % regions.len()];
+        let pos = Prefix::of_key(at.bits(), at.depth().saturating_sub(up % 3));
+        let mut page = || {
+            *next += 1;
+            Some(*next)
+        };
+        let parts = match shape % 4 {
+            0 => vec![(pos, None)],
+            1 => vec![(pos, page())],
+            2 => vec![(pos.child(false), page()), (pos.child(true), page())],
+            _ => vec![(pos.child(false), page()), (pos.child(true), None)],
+        };
+        (pos, parts)
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(48))]
+
+        /// Replacing regions, one pass over several at a time, gives the tree built from
+        /// scratch of the same regions: same root, count, pages, lookups; versions differ by
+        /// exactly what `diff` finds; and every node is freed with the last version.
+        #[test]
+        fn replace_matches_a_tree_built_from_scratch(
+            steps in proptest::collection::vec(
+                proptest::collection::vec((any::<usize>(), any::<usize>(), any::<u8>()), 1..4),
+                1..24,
+            ),
+            keys in proptest::collection::vec(any::<[u8; 32]>(), 8),
+        ) {
+            let h = Hasher::Blake3;
+            let arena = Arena::new();
+            let mut model: Model = BTreeMap::from([(Prefix::root(), None)]);
+            let mut versions = vec![(Directory::empty(&arena, h), model.clone())];
+            let mut next = 0u32;
+            for step in steps {
+                let mut regions: Vec<Region> = Vec::new();
+                let mut taken: Vec<Prefix> = Vec::new();
+                let mut after = model.clone();
+                for (pick, up, shape) in step {
+                    let (pos, parts) = replacement(&model, pick, up, shape, &mut next);
+                    if taken.iter().any(|t| t.covers(&pos) || pos.covers(t)) {
+                        continue;
+                    }
+                    taken.push(pos);
+                    after.retain(|p, _| !pos.covers(p));
+                    after.extend(parts.iter().copied());
+                    regions.push((pos, build(&arena, h, pos, &parts)));
+                }
+                let dir = versions.last().map(|(d, _)| d.replace(regions)).unwrap().unwrap();
+                model = after;
+                let scratch = Arena::new();
+                let expected = build(&scratch, h, Prefix::root(), &sorted(&model));
+                prop_assert_eq!(dir.root_node(), expected.node());
+                prop_assert_eq!(dir.len(), entries(&model));
+                let mut pages = Vec::new();
+                dir.for_each_page(|p, r| pages.push((*p, r.loc.clone())));
+                let want: Vec<Prefix> = sorted(&model).into_iter().filter(|(_, l)| l.is_some()).map(|(p, _)| p).collect();
+                prop_assert_eq!(pages.iter().map(|(p, _)| *p).collect::<Vec<_>>(), want);
+                for key in &keys {
+                    let (pos, page) = dir.locate(key);
+                    let leaf = model.iter().find(|(p, _)| p.contains(key)).map(|(p, l)| (*p, *l));
+                    prop_assert_eq!(Some(pos), leaf.map(|(p, _)| p));
+                    let loc = page.map(|r| match r.loc { PageLoc::Disk(l) => l, PageLoc::Memory(_) => u64::MAX });
+                    prop_assert_eq!(loc, leaf.and_then(|(_, l)| l).map(u64::from));
+                }
+                versions.push((dir, model.clone()));
+            }
+            // Any two versions differ by what `diff` finds.
+            for (i, j) in [(0, versions.len() - 1), (versions.len() / 2, versions.len() - 1), (versions.len() - 1, 0)] {
+                let (from, to) = (&versions[i].0, &versions[j].0);
+                let regions = diff(from, to).unwrap();
+                let rebuilt = from.replace(regions).unwrap();
+                prop_assert_eq!(rebuilt.root_node(), to.root_node());
+                prop_assert_eq!(rebuilt.len(), to.len());
+            }
+            drop(versions);
+            prop_assert_eq!(arena.live(), (0, 0));
+            prop_assert_eq!(Arc::strong_count(&arena), 1);
+        }
+    }
+
+    /// Replacing a region inside a page, overlapping regions, or a region of another store is
+    /// an error, not a panic or a silently wrong tree.
+    #[test]
+    fn bad_regions_are_refused() {
+        let h = Hasher::Blake3;
+        let arena = Arena::new();
+        let dir = Directory::empty(&arena, h)
+            .replace(vec![(Prefix::root(), Subtree::page(&arena, &page_ref(1)))])
+            .unwrap();
+        let inside = Prefix::root().child(true);
+        let e = dir.replace(vec![(inside, Subtree::empty(&arena))]).unwrap_err();
+        assert_eq!(e, DirectoryError::RegionInsidePage(inside));
+        let e = dir
+            .replace(vec![
+                (Prefix::root(), Subtree::empty(&arena)),
+                (inside, Subtree::empty(&arena)),
+            ])
+            .unwrap_err();
+        assert!(matches!(e, DirectoryError::Overlap(_)), "{e:?}");
+        let other = Arena::new();
+        let e = dir
+            .replace(vec![(Prefix::root(), Subtree::page(&other, &page_ref(2)))])
+            .unwrap_err();
+        assert_eq!(e, DirectoryError::ForeignRegion);
+        drop(dir);
+        assert_eq!(arena.live(), (0, 0));
+        assert_eq!(other.live(), (0, 0));
+    }
 }

@@ -2,9 +2,11 @@
 //! (format, validation, hashing, proofs, layout), the in-memory directory above the pages,
 //! versions and overlays, and the page cache.
 
+pub mod arena;
 pub mod cache;
 pub mod directory;
 pub mod page;
+pub mod page_ref;
 pub mod prefix;
 pub mod reclaim;
 pub mod version;

@@ -9,7 +9,8 @@
 
 use crate::state::version::Version;
 use crate::write::engine::Inner;
-use crate::state::directory::{DirNode, Directory, PageLoc, PageRef};
+use crate::state::arena::Arena;
+use crate::state::directory::{Directory, PageLoc, PageRef, Subtree};
 use crate::error::{Error, Result};
 use crate::io::{BlockBuf, OpenOptions, StorageFile};
 use crate::log::segments::{
@@ -381,7 +382,7 @@ impl Output<'_> {
     }
 
     /// Write a built region; returns its directory subtree.
-    fn region(&mut self, built: Built) -> Result<Arc<DirNode>> {
+    fn region(&mut self, arena: &Arc<Arena>, built: Built) -> Result<Subtree> {
         let hasher = self.inner.hasher;
         let mut locs = std::collections::HashMap::new();
         for (key, value) in &built.big_values {
@@ -392,7 +393,7 @@ impl Output<'_> {
             locs.insert(*key, l);
             self.values += 1;
         }
-        let mut written: Vec<Option<Arc<DirNode>>> = Vec::with_capacity(built.pages.len());
+        let mut written: Vec<Option<Subtree>> = Vec::with_capacity(built.pages.len());
         for (page, node) in built.pages {
             let page = match page
                 .with_relocated_values(|key, _| locs.get(key).copied())
@@ -407,34 +408,38 @@ impl Output<'_> {
             let l = self.write(&buf)?;
             self.table.add_pages(l, 1);
             self.pages += 1;
-            written.push(Some(Arc::new(DirNode::Page(PageRef {
-                loc: PageLoc::Disk(l),
-                checksum,
-                node,
-                count: page.len() as u32,
-            }))));
+            written.push(Some(Subtree::page(
+                arena,
+                &PageRef {
+                    loc: PageLoc::Disk(l),
+                    checksum,
+                    node,
+                    count: page.len() as u32,
+                },
+            )));
         }
-        assemble_shape(hasher, &built.shape, &mut written)
+        assemble_shape(arena, hasher, &built.shape, &mut written)
     }
 }
 
 /// The directory subtree of a built region's shape, taking each page from `pages` (every page
 /// exactly once: a page missing or used twice is a bug, never an empty subtree).
 fn assemble_shape(
+    arena: &Arc<Arena>,
     hasher: Hasher,
     shape: &Shape,
-    pages: &mut [Option<Arc<DirNode>>],
-) -> Result<Arc<DirNode>> {
+    pages: &mut [Option<Subtree>],
+) -> Result<Subtree> {
     Ok(match shape {
-        Shape::Empty => Arc::new(DirNode::Empty),
+        Shape::Empty => Subtree::empty(arena),
         Shape::Page(i) => pages.get_mut(*i).and_then(Option::take).ok_or_else(|| {
             Error::internal(format!("bulk load: page {i} of a region is missing"))
         })?,
-        Shape::Split(l, r) => Arc::new(DirNode::branch(
+        Shape::Split(l, r) => Subtree::branch(
             hasher,
-            assemble_shape(hasher, l, pages)?,
-            assemble_shape(hasher, r, pages)?,
-        )),
+            assemble_shape(arena, hasher, l, pages)?,
+            assemble_shape(arena, hasher, r, pages)?,
+        ),
     })
 }
 
@@ -546,7 +551,8 @@ impl Inner {
             pages: 0,
             values: 0,
         };
-        let mut subtrees: Vec<Option<Arc<DirNode>>> = vec![None; jobs.len()];
+        let arena = inner.head().dir.arena().clone();
+        let mut subtrees: Vec<Option<Subtree>> = vec![None; jobs.len()];
         let mut entries = 0u64;
         // Items read back from the buckets: every item partitioned, once.
         let mut read_back = 0u64;
@@ -579,7 +585,7 @@ impl Inner {
             })?;
             for (i, b) in built.into_iter().enumerate() {
                 entries += b.entries;
-                let node = out.region(b)?;
+                let node = out.region(&arena, b)?;
                 if let Some(slot) = subtrees.get_mut(chunk_index * WORKERS + i) {
                     *slot = Some(node);
                 }
@@ -598,23 +604,26 @@ impl Inner {
         }
 
         fn assemble(
+            arena: &Arc<Arena>,
             hasher: Hasher,
             plan: &Plan,
-            subtrees: &[Option<Arc<DirNode>>],
-        ) -> Result<Arc<DirNode>> {
+            subtrees: &[Option<Subtree>],
+        ) -> Result<Subtree> {
             Ok(match plan {
-                Plan::Empty => Arc::new(DirNode::Empty),
+                Plan::Empty => Subtree::empty(arena),
                 Plan::Region(i) => subtrees.get(*i).cloned().flatten().ok_or_else(|| {
                     Error::internal(format!("bulk load: region {i} was not built"))
                 })?,
-                Plan::Split(l, r) => Arc::new(DirNode::branch(
+                Plan::Split(l, r) => Subtree::branch(
                     hasher,
-                    assemble(hasher, l, subtrees)?,
-                    assemble(hasher, r, subtrees)?,
-                )),
+                    assemble(arena, hasher, l, subtrees)?,
+                    assemble(arena, hasher, r, subtrees)?,
+                ),
             })
         }
-        let dir = Directory::from_root(inner.hasher, assemble(inner.hasher, &plan, &subtrees)?);
+        let root = assemble(&arena, inner.hasher, &plan, &subtrees)?;
+        drop(subtrees);
+        let dir = Directory::from_root(inner.hasher, root);
 
         // Durable data first, then the checkpoint that makes it the database.
         let root = dir.root_node();

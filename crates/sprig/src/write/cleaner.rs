@@ -10,7 +10,7 @@ use crate::error::{Error, Result};
 use crate::log::segments::{
     loc_offset, loc_segment, segment_file_name, verify_page_checksum, SegmentTable,
 };
-use crate::state::directory::{DirNode, Directory, MemoryPage, PageLoc, PageRef};
+use crate::state::directory::{Directory, MemoryPage, PageLoc, PageRef, Region, Shape, Subtree};
 use crate::state::page::{Page, ValueRef};
 use crate::write::engine::Inner;
 use crate::state::prefix::Prefix;
@@ -30,7 +30,7 @@ const EXPLICIT_CLEAN_MAX_LIVE_RATIO: f64 = 0.5;
 #[derive(Default)]
 pub(crate) struct Relocation {
     /// Pages to rewrite (in memory, unchanged content), by region.
-    pub regions: Vec<(Prefix, Arc<DirNode>)>,
+    pub regions: Vec<Region>,
     /// Value records to rewrite: old location → (key, value bytes).
     pub values: BTreeMap<u64, (KeyPath, Vec<u8>)>,
 }
@@ -108,7 +108,7 @@ impl Inner {
         &self,
         table: &SegmentTable,
         head: &Directory,
-        regions: &[(Prefix, Arc<DirNode>)],
+        regions: &[Region],
         freed: &BTreeSet<u64>,
         incoming: u64,
         mode: CleanMode,
@@ -141,8 +141,8 @@ impl Inner {
             let page = Page::decode(block.as_bytes())
                 .map_err(|e| Error::corruption(name(), loc_offset(*l), e.to_string()))?;
             let prefix = *page.prefix();
-            let r = match head.node_at(&prefix).map(|n| n.as_ref()) {
-                Some(DirNode::Page(r)) if matches!(r.loc, PageLoc::Disk(x) if x == *l) => r,
+            let r = match head.node_at(&prefix).map(|n| n.shape()) {
+                Some(Shape::Page(r)) if matches!(r.loc, PageLoc::Disk(x) if x == *l) => r,
                 _ => {
                     return Err(Error::corruption(
                         name(),
@@ -156,7 +156,7 @@ impl Inner {
             };
             verify_page_checksum(block.as_bytes(), *l, r.checksum)?;
             if !covered(&prefix) {
-                wanted.insert(prefix, (r.clone(), Arc::new(page)));
+                wanted.insert(prefix, (r, Arc::new(page)));
             }
         }
         // ...and the pages pointing at live values of the victims.
@@ -167,10 +167,9 @@ impl Inner {
             .collect();
         let mut extra: BTreeMap<Prefix, PageRef> = BTreeMap::new();
         for (_, key) in &values {
-            let (prefix, node) = head.locate(key);
-            if let DirNode::Page(r) = node.as_ref() {
+            if let (prefix, Some(r)) = head.locate(key) {
                 if !covered(&prefix) && !wanted.contains_key(&prefix) {
-                    extra.insert(prefix, r.clone());
+                    extra.insert(prefix, r);
                 }
             }
         }
@@ -180,43 +179,33 @@ impl Inner {
             wanted.insert(prefix, (r, page));
         }
         let mut relocation = Relocation::default();
+        let mut by_region: BTreeMap<Prefix, Arc<Page>> = BTreeMap::new();
         for (prefix, (r, page)) in wanted {
-            relocation.regions.push((
-                prefix,
-                Arc::new(DirNode::Page(PageRef {
-                    loc: PageLoc::Memory(MemoryPage::new(page)),
-                    checksum: 0,
-                    node: r.node,
-                    count: r.count,
-                })),
-            ));
+            let moved = PageRef {
+                loc: PageLoc::Memory(MemoryPage::new(page.clone())),
+                checksum: 0,
+                node: r.node,
+                count: r.count,
+            };
+            relocation
+                .regions
+                .push((prefix, Subtree::page(head.arena(), &moved)));
+            by_region.insert(prefix, page);
         }
 
         // The bytes of every value to move, checked against the pointer in its page.
-        let by_region: BTreeMap<Prefix, Arc<Page>> = relocation
-            .regions
-            .iter()
-            .filter_map(|(p, n)| match n.as_ref() {
-                DirNode::Page(PageRef {
-                    loc: PageLoc::Memory(m),
-                    ..
-                }) => m.page().map(|page| (*p, page)),
-                _ => None,
-            })
-            .collect();
         for (l, key) in values {
-            let (prefix, _) = head.locate(&key);
+            let (prefix, r) = head.locate(&key);
             let page = match by_region.get(&prefix) {
                 Some(p) => p.clone(),
                 None => {
                     // The page is rewritten by the commit itself: read the pointer from the
                     // committed version.
-                    let node = head.locate(&key).1.clone();
-                    let DirNode::Page(r) = node.as_ref() else {
+                    let Some(r) = r else {
                         continue;
                     };
                     match self
-                        .load_pages(&[(prefix, r.clone())], ReadKind::Maintenance)?
+                        .load_pages(&[(prefix, r)], ReadKind::Maintenance)?
                         .pop()
                     {
                         Some(p) => p,

@@ -9,7 +9,7 @@ use crate::log::publish::{Blocks, Published, Stager};
 use crate::log::record::CommitRecord;
 use crate::log::segments::{encode_value_record, value_blocks};
 use crate::log::writer::Writer;
-use crate::state::directory::{DirNode, MemoryPage, PageLoc, PageRef};
+use crate::state::directory::{MemoryPage, PageLoc, PageRef, Shape, Subtree};
 use crate::state::page::{Page, UNWRITTEN};
 use crate::state::version::Version;
 use crate::write::cleaner::CleanMode;
@@ -278,22 +278,25 @@ impl Inner {
     /// handled in [`Inner::write_page`].
     pub(crate) fn write_subtree(
         &self,
-        node: &Arc<DirNode>,
+        node: &Subtree,
         locs: &ValueLocs,
         table: &mut crate::log::segments::SegmentTable,
         stager: &mut Stager<'_>,
         written: &mut WrittenPages<'_>,
-    ) -> Result<Arc<DirNode>> {
-        match node.as_ref() {
-            DirNode::Empty => Ok(node.clone()),
-            DirNode::Page(r) => {
+    ) -> Result<Subtree> {
+        match node.shape() {
+            Shape::Empty => Ok(node.clone()),
+            Shape::Page(r) => {
                 let on_disk = |l: u64, checksum: u64| {
-                    Arc::new(DirNode::Page(PageRef {
-                        loc: PageLoc::Disk(l),
-                        checksum,
-                        node: r.node,
-                        count: r.count,
-                    }))
+                    Subtree::page(
+                        node.arena(),
+                        &PageRef {
+                            loc: PageLoc::Disk(l),
+                            checksum,
+                            node: r.node,
+                            count: r.count,
+                        },
+                    )
                 };
                 match &r.loc {
                     PageLoc::Memory(m) => match (m.page(), m.written()) {
@@ -312,11 +315,10 @@ impl Inner {
                     PageLoc::Disk(_) => Ok(node.clone()),
                 }
             }
-            DirNode::Branch(b) => {
-                let [l, r] = b.children();
-                let l = self.write_subtree(l, locs, table, stager, written)?;
-                let r = self.write_subtree(r, locs, table, stager, written)?;
-                Ok(Arc::new(DirNode::branch(self.hasher, l, r)))
+            Shape::Branch(l, r) => {
+                let l = self.write_subtree(&l, locs, table, stager, written)?;
+                let r = self.write_subtree(&r, locs, table, stager, written)?;
+                Ok(Subtree::branch(self.hasher, l, r))
             }
         }
     }

@@ -32,7 +32,7 @@ use super::{Change, CommitInfo, Region};
 use crate::log::writer::Writer;
 use crate::state::version::Version;
 use crate::write::engine::Inner;
-use crate::state::directory::{DirNode, Directory, PageLoc, PageRef};
+use crate::state::directory::{Directory, PageLoc, PageRef, Subtree};
 use crate::error::{Error, Result};
 use crate::io::BLOCK_BYTES;
 use crate::log::record::{hex, CommitRecord};
@@ -109,7 +109,8 @@ impl Inner {
 /// A region of the working directory and the run of buffered changes that falls in it.
 struct Unit {
     prefix: Prefix,
-    node: Arc<DirNode>,
+    /// The region's page (none for an empty region).
+    page: Option<PageRef>,
     changes: Range<usize>,
 }
 
@@ -267,12 +268,12 @@ impl<'a> Import<'a> {
         let mut units = Vec::new();
         let mut i = 0;
         while let Some((key, _)) = self.buffer.get(i) {
-            let (prefix, node) = self.work.locate(key);
+            let (prefix, page) = self.work.locate(key);
             let rest = self.buffer.get(i..).unwrap_or_default();
             let end = i + rest.partition_point(|(k, _)| prefix.contains(k));
             units.push(Unit {
                 prefix,
-                node: node.clone(),
+                page,
                 changes: i..end,
             });
             i = end;
@@ -300,10 +301,7 @@ impl<'a> Import<'a> {
         let inner = self.inner;
         let wanted: Vec<(Prefix, PageRef)> = units
             .iter()
-            .filter_map(|u| match u.node.as_ref() {
-                DirNode::Page(r) => Some((u.prefix, r.clone())),
-                _ => None,
-            })
+            .filter_map(|u| u.page.as_ref().map(|r| (u.prefix, r.clone())))
             .collect();
         let mut pages = inner
             .load_pages_with(&wanted, ReadKind::Batch, false)?
@@ -314,13 +312,13 @@ impl<'a> Import<'a> {
         let mut works = Vec::new();
         let mut changes = changes.into_iter();
         for unit in units {
-            let page = match unit.node.as_ref() {
-                DirNode::Page(_) => Some(
+            let page = match unit.page {
+                Some(_) => Some(
                     pages
                         .next()
                         .ok_or_else(|| Error::internal("a page asked for was not loaded"))?,
                 ),
-                _ => None,
+                None => None,
             };
             let start = kept.len();
             for (key, value) in changes.by_ref().take(unit.changes.len()) {
@@ -339,7 +337,7 @@ impl<'a> Import<'a> {
         }
         drop(pages);
         let keys: Vec<KeyPath> = kept.iter().map(|(k, _)| *k).collect();
-        let rewritten = rewrite_regions(inner.hasher, self.stamp, &works, &keys, &kept)?;
+        let rewritten = rewrite_regions(self.base.arena(), inner.hasher, self.stamp, &works, &keys, &kept)?;
         // The old pages are no longer needed.
         let prefixes: Vec<Prefix> = works.iter().map(|w| w.prefix).collect();
         drop((keys, works));
@@ -394,14 +392,13 @@ impl<'a> Import<'a> {
         let Some((first, _)) = self.buffer.first() else {
             return Ok(false);
         };
-        let (prefix, node) = self.work.locate(first);
-        let node = node.clone();
-        let page = match node.as_ref() {
-            DirNode::Page(r) => self
+        let (prefix, r) = self.work.locate(first);
+        let page = match r {
+            Some(r) => self
                 .inner
-                .load_pages_with(&[(prefix, r.clone())], ReadKind::Batch, false)?
+                .load_pages_with(&[(prefix, r)], ReadKind::Batch, false)?
                 .pop(),
-            _ => None,
+            None => None,
         };
         let before = self.buffer.len();
         self.buffer
@@ -426,23 +423,24 @@ impl<'a> Import<'a> {
         let depth = prefix.depth();
         let items = page.as_ref().map(|p| p.items()).unwrap_or_default();
         let (left, right) = items.split_at(items.partition_point(|(k, _)| !bit_at(k, depth)));
-        let half = |at: Prefix, items: &[(KeyPath, ValueRef<'_>)]| -> Result<Arc<DirNode>> {
+        let arena = self.base.arena().clone();
+        let half = |at: Prefix, items: &[(KeyPath, ValueRef<'_>)]| -> Result<Subtree> {
             if items.is_empty() {
-                return Ok(Arc::new(DirNode::Empty));
+                return Ok(Subtree::empty(&arena));
             }
             let page = Page::build(hasher, at, self.stamp, items)
                 .map_err(|e| Error::internal(format!("splitting a page for an import: {e}")))?;
             let node = page.node(hasher);
-            Ok(page_node(page, node))
+            Ok(page_node(&arena, page, node))
         };
-        let branch = DirNode::branch(
+        let branch = Subtree::branch(
             hasher,
             half(prefix.child(false), left)?,
             half(prefix.child(true), right)?,
         );
         self.work = self
             .work
-            .replace(vec![(prefix, Arc::new(branch))])
+            .replace(vec![(prefix, branch)])
             .map_err(|e| Error::internal(format!("splitting an import region: {e}")))?;
         Ok(true)
     }
@@ -494,8 +492,9 @@ impl<'a> Import<'a> {
         let regions: Vec<Region> = rewritten
             .into_iter()
             .map(|p| {
-                let node = assembled.node_at(&p).cloned();
-                node.map(|n| (p, n))
+                assembled
+                    .node_at(&p)
+                    .map(|n| (p, n))
                     .ok_or_else(|| Error::internal("an imported region is not in the directory"))
             })
             .collect::<Result<_>>()?;

@@ -5,7 +5,7 @@
 use super::engine::Inner;
 use crate::error::{Error, Result};
 use crate::log::segments::decode_page_at;
-use crate::state::directory::{DirNode, Directory, PageLoc, PageRef};
+use crate::state::directory::{Directory, PageLoc, PageRef};
 use crate::state::page::{ExternalValue, Page, ValueRef, UNWRITTEN};
 use crate::state::prefix::Prefix;
 use crate::state::version::Version;
@@ -121,10 +121,10 @@ impl Inner {
         let mut wanted: Vec<(Prefix, PageRef)> = Vec::new();
         let mut seen = std::collections::HashSet::new();
         for key in keys {
-            let (prefix, node) = dir.locate(key);
-            if let DirNode::Page(r) = node.as_ref() {
+            let (prefix, page) = dir.locate(key);
+            if let Some(r) = page {
                 if seen.insert(prefix) {
-                    wanted.push((prefix, r.clone()));
+                    wanted.push((prefix, r));
                 }
             }
         }

@@ -4,7 +4,7 @@
 
 use super::{Change, Region};
 use crate::write::engine::Inner;
-use crate::state::directory::{pages_under, DirNode, Directory, MemoryPage, PageLoc, PageRef};
+use crate::state::directory::{Arena, Directory, MemoryPage, PageLoc, PageRef, Subtree};
 use crate::error::{Error, Result};
 use crate::state::page::{
     fits, ExternalValue, Layout, Page, Stamp, ValueRef, MAX_INLINE_VALUE_BYTES, PAGE_BODY_BYTES,
@@ -37,7 +37,7 @@ pub(crate) struct Rewritten {
     /// The multi-proof nodes of the region's keys, below its position (pre-state).
     pub proof: Vec<ProofNode>,
     /// The region's new subtree, if it changed.
-    pub subtree: Option<Arc<DirNode>>,
+    pub subtree: Option<Subtree>,
     /// Extra pages created by overflow.
     pub splits: u64,
     /// Value-log records no longer referenced.
@@ -49,6 +49,7 @@ pub(crate) struct Rewritten {
 
 /// Rewrite every region, spreading them over the available cores.
 pub(crate) fn rewrite_regions(
+    arena: &Arc<Arena>,
     hasher: Hasher,
     stamp: Stamp,
     works: &[RegionWork],
@@ -59,7 +60,7 @@ pub(crate) fn rewrite_regions(
     if works.len() < PARALLEL_MIN_REGIONS || threads < 2 {
         return works
             .iter()
-            .map(|w| rewrite_region(hasher, stamp, w, keys, changes))
+            .map(|w| rewrite_region(arena, hasher, stamp, w, keys, changes))
             .collect();
     }
     let chunk = works.len().div_ceil(threads);
@@ -69,7 +70,7 @@ pub(crate) fn rewrite_regions(
             .map(|part| {
                 s.spawn(move || {
                     part.iter()
-                        .map(|w| rewrite_region(hasher, stamp, w, keys, changes))
+                        .map(|w| rewrite_region(arena, hasher, stamp, w, keys, changes))
                         .collect::<Result<Vec<_>>>()
                 })
             })
@@ -86,6 +87,7 @@ pub(crate) fn rewrite_regions(
 }
 
 fn rewrite_region(
+    arena: &Arc<Arena>,
     hasher: Hasher,
     stamp: Stamp,
     work: &RegionWork,
@@ -160,7 +162,7 @@ fn rewrite_region(
     items.extend(old);
 
     let (subtree, splits) = if items.is_empty() {
-        (Arc::new(DirNode::Empty), 0)
+        (Subtree::empty(arena), 0)
     } else if fits(&items) {
         let page = match &buckets {
             // Same position, so the walk's new bucket nodes are this page's.
@@ -171,11 +173,11 @@ fn rewrite_region(
         // Debug builds only: folding the buckets again costs as many hashes as the update
         // itself; the property tests of `Page::prove_and_update` cover the equivalence.
         debug_assert_eq!(page.node(hasher), node);
-        (page_node(page, node), 0)
+        (page_node(arena, page, node), 0)
     } else {
         let layout = Layout::build(work.prefix, items, PAGE_BODY_BYTES);
         let splits = layout.page_count() as u64 - 1;
-        let subtree = subtree_of(hasher, layout, stamp)?;
+        let subtree = subtree_of(arena, hasher, layout, stamp)?;
         if subtree.node() != node {
             return Err(Error::internal(format!(
                 "split region {} hashes differently from its entries",
@@ -194,30 +196,38 @@ fn rewrite_region(
 }
 
 /// A directory node for an in-memory page whose trie node is known.
-pub(crate) fn page_node(page: Page, node: Node) -> Arc<DirNode> {
-    Arc::new(DirNode::Page(PageRef {
-        node,
-        count: page.len() as u32,
-        checksum: 0,
-        loc: PageLoc::Memory(MemoryPage::new(Arc::new(page))),
-    }))
+pub(crate) fn page_node(arena: &Arc<Arena>, page: Page, node: Node) -> Subtree {
+    Subtree::page(
+        arena,
+        &PageRef {
+            node,
+            count: page.len() as u32,
+            checksum: 0,
+            loc: PageLoc::Memory(MemoryPage::new(Arc::new(page))),
+        },
+    )
 }
 
 /// The directory subtree of a layout, with every page built in memory.
-fn subtree_of(hasher: Hasher, layout: Layout<'_>, stamp: Stamp) -> Result<Arc<DirNode>> {
+fn subtree_of(
+    arena: &Arc<Arena>,
+    hasher: Hasher,
+    layout: Layout<'_>,
+    stamp: Stamp,
+) -> Result<Subtree> {
     match layout {
-        Layout::Page(_, entries) if entries.is_empty() => Ok(Arc::new(DirNode::Empty)),
+        Layout::Page(_, entries) if entries.is_empty() => Ok(Subtree::empty(arena)),
         Layout::Page(prefix, entries) => {
             let page = Page::build(hasher, prefix, stamp, &entries)
                 .map_err(|e| Error::internal(format!("building a page: {e}")))?;
             let node = page.node(hasher);
-            Ok(page_node(page, node))
+            Ok(page_node(arena, page, node))
         }
-        Layout::Split(l, r) => Ok(Arc::new(DirNode::branch(
+        Layout::Split(l, r) => Ok(Subtree::branch(
             hasher,
-            subtree_of(hasher, *l, stamp)?,
-            subtree_of(hasher, *r, stamp)?,
-        ))),
+            subtree_of(arena, hasher, *l, stamp)?,
+            subtree_of(arena, hasher, *r, stamp)?,
+        )),
     }
 }
 
@@ -254,19 +264,14 @@ pub(crate) fn merge_sparse_with(
             continue;
         }
         // Ancestors from the root down: the shallowest sparse one that fits wins.
-        for depth in 0..=prefix.depth() {
-            let q = Prefix::of_key(prefix.bits(), depth);
-            let Some(node) = dir.node_at(&q) else { break };
-            if !matches!(node.as_ref(), DirNode::Branch(_)) || node.count() > MERGE_MAX_ENTRIES {
-                continue;
-            }
+        for (q, node) in dir.sparse_branches_above(prefix, MERGE_MAX_ENTRIES) {
             let mut refs = Vec::new();
-            pages_under(node, q, &mut refs);
+            node.pages_under(q, &mut refs);
             let pages = load(&refs)?;
             let items: Vec<(KeyPath, ValueRef<'_>)> =
                 pages.iter().flat_map(|p| p.items()).collect();
             if fits(&items) {
-                merged.push((q, subtree_of(hasher, Layout::Page(q, items), stamp)?));
+                merged.push((q, subtree_of(base.arena(), hasher, Layout::Page(q, items), stamp)?));
                 break;
             }
         }

@@ -9,7 +9,7 @@
 use crate::log::publish::Blocks;
 use crate::write::CommitInfo;
 use crate::write::engine::Inner;
-use crate::state::directory::{diff, pages_under, DirNode, PageRef};
+use crate::state::directory::{diff, PageRef, Region};
 use crate::error::{Error, Result};
 use crate::log::record::CommitRecord;
 use crate::log::segments::value_record_blocks;
@@ -18,7 +18,6 @@ use crate::state::prefix::Prefix;
 use crate::stats::ReadKind;
 use sprig_core::trie::KeyPath;
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
 impl Inner {
     /// Make the retained version `seq` the latest again (see `Db::rollback_to`).
@@ -38,22 +37,17 @@ impl Inner {
                 values_relocated: 0,
             });
         }
-        let mut regions: Vec<(Prefix, Arc<DirNode>)> = Vec::new();
-        diff(
-            head.dir.tree(),
-            target.dir.tree(),
-            Prefix::root(),
-            &mut regions,
-        );
+        let regions: Vec<Region> = diff(&head.dir, &target.dir)
+            .map_err(|e| Error::internal(format!("comparing versions for a rollback: {e}")))?;
 
         // Values referenced on one side of the changed regions and not on the other.
         let mut from_pages = Vec::new();
         let mut to_pages = Vec::new();
         for (prefix, subtree) in &regions {
             if let Some(old) = head.dir.node_at(prefix) {
-                pages_under(old, *prefix, &mut from_pages);
+                old.pages_under(*prefix, &mut from_pages);
             }
-            pages_under(subtree, *prefix, &mut to_pages);
+            subtree.pages_under(*prefix, &mut to_pages);
         }
         let from = self.external_values(&from_pages)?;
         let to = self.external_values(&to_pages)?;

@@ -37,3 +37,8 @@ pub fn measure<T>(f: impl FnOnce() -> T) -> (T, usize) {
     let out = f();
     (out, PEAK.load(Ordering::Relaxed).saturating_sub(base))
 }
+
+/// The bytes allocated now.
+pub fn current() -> usize {
+    CURRENT.load(Ordering::Relaxed)
+}

@@ -1,0 +1,452 @@
+//! The directory's node store: fixed-size node slots in growing buckets, addressed by 32-bit
+//! ids, shared by every version of one database's directory, each slot reference-counted.
+//!
+//! A branch slot holds a trie node and two child ids (44 bytes with its count); a page slot
+//! holds the page's trie node, location, checksum, entry count and in-memory page (60 bytes). Nothing else is
+//! allocated per node: no per-node heap object, pointer or lock. Slots are never moved
+//! (buckets only grow), so a reader holding a version reads any node reachable from it without
+//! a lock; a slot is reused only once its count reaches zero, when no version can reach it.
+//!
+//! Fields are stored in relaxed atomics: a slot's contents are written before its id is handed
+//! to anyone (through a lock, a channel, or the publication of a version, all of which order
+//! the writes before the reads), and never change while the slot is in use. Counts use
+//! release/acquire so that freeing a slot happens after every use of it.
+
+use crate::state::page_ref::{MemoryPage, PageLoc, PageRef};
+use parking_lot::Mutex;
+use sprig_core::trie::{Node, TERMINATOR};
+use std::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+
+/// The id of a node: a branch slot, a page slot (top bit set), or the empty region.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct NodeId(u32);
+
+const PAGE_BIT: u32 = 1 << 31;
+
+impl NodeId {
+    /// The empty region: no slot.
+    pub const EMPTY: NodeId = NodeId(u32::MAX);
+
+    /// Whether this is the empty region.
+    pub fn is_empty(self) -> bool {
+        self == NodeId::EMPTY
+    }
+
+    fn page(index: u32) -> NodeId {
+        NodeId(index | PAGE_BIT)
+    }
+
+    /// The page slot index, if this is a page.
+    fn page_index(self) -> Option<u32> {
+        (!self.is_empty() && self.0 & PAGE_BIT != 0).then_some(self.0 & !PAGE_BIT)
+    }
+
+    /// The branch slot index, if this is a branch.
+    fn branch_index(self) -> Option<u32> {
+        (self.0 & PAGE_BIT == 0).then_some(self.0)
+    }
+}
+
+/// The smallest bucket holds this many slots; bucket `b` holds `2^(b + FIRST_BUCKET_BITS)`.
+const FIRST_BUCKET_BITS: u32 = 10;
+/// Enough buckets for 2^31 slots.
+const BUCKETS: usize = 22;
+
+/// Slots of one kind in buckets of doubling size, with a free list.
+struct Slots<const N: usize> {
+    buckets: [OnceLock<Box<[[AtomicU32; N]]>>; BUCKETS],
+    next: AtomicU32,
+    free: Mutex<Vec<u32>>,
+    live: AtomicU64,
+}
+
+/// Where slot `i` is: (bucket, offset).
+fn position(i: u32) -> (usize, usize) {
+    let j = u64::from(i) + (1 << FIRST_BUCKET_BITS);
+    let bucket = (63 - j.leading_zeros()) - FIRST_BUCKET_BITS;
+    let offset = j - (1u64 << (bucket + FIRST_BUCKET_BITS));
+    (bucket as usize, offset as usize)
+}
+
+impl<const N: usize> Slots<N> {
+    fn new() -> Slots<N> {
+        Slots {
+            buckets: std::array::from_fn(|_| OnceLock::new()),
+            next: AtomicU32::new(0),
+            free: Mutex::new(Vec::new()),
+            live: AtomicU64::new(0),
+        }
+    }
+
+    /// Slot `i`. Ids only come from [`Slots::alloc`]: an id of a slot never handed out is a
+    /// broken invariant.
+    fn get(&self, i: u32) -> &[AtomicU32; N] {
+        let (bucket, offset) = position(i);
+        match self
+            .buckets
+            .get(bucket)
+            .and_then(OnceLock::get)
+            .and_then(|b| b.get(offset))
+        {
+            Some(slot) => slot,
+            None => panic!("invariant broken: directory slot {i} was never allocated"),
+        }
+    }
+
+    /// A free slot (its fields to be written by the caller).
+    fn alloc(&self) -> u32 {
+        self.live.fetch_add(1, Ordering::Relaxed);
+        if let Some(i) = self.free.lock().pop() {
+            return i;
+        }
+        let i = self.next.fetch_add(1, Ordering::Relaxed);
+        assert!(i < PAGE_BIT, "the directory holds 2^31 nodes of one kind");
+        let (bucket, _) = position(i);
+        if let Some(b) = self.buckets.get(bucket) {
+            b.get_or_init(|| {
+                let size = 1usize << (bucket as u32 + FIRST_BUCKET_BITS);
+                (0..size)
+                    .map(|_| std::array::from_fn(|_| AtomicU32::new(0)))
+                    .collect()
+            });
+        }
+        i
+    }
+
+    fn release(&self, i: u32) {
+        self.live.fetch_sub(1, Ordering::Relaxed);
+        self.free.lock().push(i);
+    }
+
+    fn load(&self, i: u32, field: usize) -> u32 {
+        self.get(i)[field].load(Ordering::Relaxed)
+    }
+
+    fn store(&self, i: u32, field: usize, v: u32) {
+        self.get(i)[field].store(v, Ordering::Relaxed);
+    }
+
+    fn load_node(&self, i: u32) -> Node {
+        let slot = self.get(i);
+        let mut node = [0u8; 32];
+        for (chunk, word) in node.chunks_exact_mut(4).zip(slot.iter()) {
+            chunk.copy_from_slice(&word.load(Ordering::Relaxed).to_le_bytes());
+        }
+        node
+    }
+
+    fn store_node(&self, i: u32, node: &Node) {
+        let slot = self.get(i);
+        for (chunk, word) in node.chunks_exact(4).zip(slot.iter()) {
+            let mut b = [0u8; 4];
+            b.copy_from_slice(chunk);
+            word.store(u32::from_le_bytes(b), Ordering::Relaxed);
+        }
+    }
+
+    fn load_u64(&self, i: u32, field: usize) -> u64 {
+        u64::from(self.load(i, field)) | (u64::from(self.load(i, field + 1)) << 32)
+    }
+
+    fn store_u64(&self, i: u32, field: usize, v: u64) {
+        self.store(i, field, v as u32);
+        self.store(i, field + 1, (v >> 32) as u32);
+    }
+}
+
+// Branch slot fields: node (8 words), left, right, count of references.
+const B_LEFT: usize = 8;
+const B_RIGHT: usize = 9;
+const B_REFS: usize = 10;
+const BRANCH_WORDS: usize = 11;
+// Page slot fields: node (8 words), disk location (2), checksum (2), entry count, references,
+// and the in-memory page: its index in the arena's page slab plus one (0: the page is on disk).
+const P_LOC: usize = 8;
+const P_CHECKSUM: usize = 10;
+const P_COUNT: usize = 12;
+const P_REFS: usize = 13;
+const P_MEMORY: usize = 14;
+const PAGE_WORDS: usize = 15;
+
+/// What a node is.
+#[derive(Debug, Clone)]
+pub enum Slot {
+    /// The empty region.
+    Empty,
+    /// A page.
+    Page(PageRef),
+    /// A branch: its trie node and children.
+    Branch(Node, NodeId, NodeId),
+}
+
+/// The node store of one database.
+pub struct Arena {
+    branches: Slots<BRANCH_WORDS>,
+    pages: Slots<PAGE_WORDS>,
+    /// In-memory pages of overlays, referenced by page slots.
+    memory: Mutex<MemoryPages>,
+}
+
+#[derive(Default)]
+struct MemoryPages {
+    pages: Vec<Option<Arc<MemoryPage>>>,
+    /// Free slab entries, as stored in a slot (index plus one).
+    free: Vec<u32>,
+}
+
+impl std::fmt::Debug for Arena {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Arena")
+            .field("branches", &self.branches.live.load(Ordering::Relaxed))
+            .field("pages", &self.pages.live.load(Ordering::Relaxed))
+            .finish()
+    }
+}
+
+impl Arena {
+    /// An empty store.
+    pub fn new() -> Arc<Arena> {
+        Arc::new(Arena {
+            branches: Slots::new(),
+            pages: Slots::new(),
+            memory: Mutex::new(MemoryPages::default()),
+        })
+    }
+
+    /// Live (branches, pages): what the directory holds in memory.
+    pub fn live(&self) -> (u64, u64) {
+        (
+            self.branches.live.load(Ordering::Relaxed),
+            self.pages.live.load(Ordering::Relaxed),
+        )
+    }
+
+    /// The bytes the live nodes take.
+    pub fn live_bytes(&self) -> u64 {
+        let (b, p) = self.live();
+        b * (BRANCH_WORDS as u64 * 4) + p * (PAGE_WORDS as u64 * 4)
+    }
+
+    /// The trie node of `id`.
+    pub fn node(&self, id: NodeId) -> Node {
+        if let Some(i) = id.page_index() {
+            self.pages.load_node(i)
+        } else if let Some(i) = id.branch_index() {
+            self.branches.load_node(i)
+        } else {
+            TERMINATOR
+        }
+    }
+
+    /// What `id` is.
+    pub fn slot(&self, id: NodeId) -> Slot {
+        if let Some(i) = id.page_index() {
+            Slot::Page(self.page_ref(i))
+        } else if let Some(i) = id.branch_index() {
+            Slot::Branch(
+                self.branches.load_node(i),
+                NodeId(self.branches.load(i, B_LEFT)),
+                NodeId(self.branches.load(i, B_RIGHT)),
+            )
+        } else {
+            Slot::Empty
+        }
+    }
+
+    /// The children of a branch, if `id` is one.
+    pub fn children(&self, id: NodeId) -> Option<(NodeId, NodeId)> {
+        id.branch_index().map(|i| {
+            (
+                NodeId(self.branches.load(i, B_LEFT)),
+                NodeId(self.branches.load(i, B_RIGHT)),
+            )
+        })
+    }
+
+    /// The entry count of a page, if `id` is one.
+    pub fn page_count(&self, id: NodeId) -> Option<u32> {
+        id.page_index().map(|i| self.pages.load(i, P_COUNT))
+    }
+
+    fn page_ref(&self, i: u32) -> PageRef {
+        let loc = match self.pages.load(i, P_MEMORY) {
+            0 => PageLoc::Disk(self.pages.load_u64(i, P_LOC)),
+            m => {
+                let memory = self.memory.lock();
+                match memory.pages.get(m as usize - 1).and_then(Option::as_ref) {
+                    Some(page) => PageLoc::Memory(page.clone()),
+                    None => panic!("invariant broken: in-memory page {m} of a live slot is gone"),
+                }
+            }
+        };
+        PageRef {
+            loc,
+            checksum: self.pages.load_u64(i, P_CHECKSUM),
+            node: self.pages.load_node(i),
+            count: self.pages.load(i, P_COUNT),
+        }
+    }
+
+    /// A new page node (one reference, the caller's).
+    pub fn new_page(&self, r: &PageRef) -> NodeId {
+        let (loc, memory_index) = match &r.loc {
+            PageLoc::Disk(l) => (*l, 0),
+            PageLoc::Memory(page) => {
+                let mut memory = self.memory.lock();
+                let m = match memory.free.pop() {
+                    Some(m) => {
+                        match memory.pages.get_mut(m as usize - 1) {
+                            Some(slot) => *slot = Some(page.clone()),
+                            None => panic!("invariant broken: free slab entry {m} out of range"),
+                        }
+                        m
+                    }
+                    None => {
+                        memory.pages.push(Some(page.clone()));
+                        memory.pages.len() as u32
+                    }
+                };
+                (0, m)
+            }
+        };
+        let i = self.pages.alloc();
+        self.pages.store_node(i, &r.node);
+        self.pages.store_u64(i, P_LOC, loc);
+        self.pages.store(i, P_MEMORY, memory_index);
+        self.pages.store_u64(i, P_CHECKSUM, r.checksum);
+        self.pages.store(i, P_COUNT, r.count);
+        self.pages.get(i)[P_REFS].store(1, Ordering::Relaxed);
+        NodeId::page(i)
+    }
+
+    /// A new branch node over `left` and `right`, taking over the caller's references to them
+    /// (one reference to the branch, the caller's).
+    pub fn new_branch(&self, node: &Node, left: NodeId, right: NodeId) -> NodeId {
+        let i = self.branches.alloc();
+        self.branches.store_node(i, node);
+        self.branches.store(i, B_LEFT, left.0);
+        self.branches.store(i, B_RIGHT, right.0);
+        self.branches.get(i)[B_REFS].store(1, Ordering::Relaxed);
+        NodeId(i)
+    }
+
+    fn refs(&self, id: NodeId) -> Option<&AtomicU32> {
+        if let Some(i) = id.page_index() {
+            Some(&self.pages.get(i)[P_REFS])
+        } else {
+            id.branch_index().map(|i| &self.branches.get(i)[B_REFS])
+        }
+    }
+
+    /// One more reference to `id`.
+    pub fn share(&self, id: NodeId) -> NodeId {
+        if let Some(refs) = self.refs(id) {
+            let before = refs.fetch_add(1, Ordering::Relaxed);
+            assert!(before > 0, "invariant broken: sharing a freed directory node");
+        }
+        id
+    }
+
+    /// Drop a reference to `id`, freeing it (and what only it held) when it was the last.
+    pub fn release(&self, id: NodeId) {
+        let mut pending = vec![id];
+        while let Some(id) = pending.pop() {
+            let Some(refs) = self.refs(id) else {
+                continue;
+            };
+            let before = refs.fetch_sub(1, Ordering::Release);
+            assert!(before > 0, "invariant broken: releasing a freed directory node");
+            if before != 1 {
+                continue;
+            }
+            // The last reference: every use of the node happened before this point.
+            fence(Ordering::Acquire);
+            if let Some(i) = id.page_index() {
+                let m = self.pages.load(i, P_MEMORY);
+                if m != 0 {
+                    let mut memory = self.memory.lock();
+                    if let Some(slot) = memory.pages.get_mut(m as usize - 1) {
+                        *slot = None;
+                        memory.free.push(m);
+                    }
+                }
+                self.pages.release(i);
+            } else if let Some(i) = id.branch_index() {
+                pending.push(NodeId(self.branches.load(i, B_LEFT)));
+                pending.push(NodeId(self.branches.load(i, B_RIGHT)));
+                self.branches.release(i);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slot_positions_cover_every_index_once() {
+        let mut seen = std::collections::HashSet::new();
+        for i in (0u32..5000).chain([PAGE_BIT - 1]) {
+            let (b, o) = position(i);
+            assert!(b < BUCKETS && o < 1 << (b as u32 + FIRST_BUCKET_BITS), "{i}");
+            assert!(seen.insert((b, o)), "{i}");
+        }
+        assert_eq!(position(0), (0, 0));
+        assert_eq!(position(1023), (0, 1023));
+        assert_eq!(position(1024), (1, 0));
+    }
+
+    #[test]
+    fn nodes_are_freed_with_their_last_reference_and_reused() {
+        let a = Arena::new();
+        let page = |n: u8| PageRef {
+            loc: PageLoc::Disk(u64::from(n)),
+            checksum: 7,
+            node: [n; 32],
+            count: 3,
+        };
+        let l = a.new_page(&page(1));
+        let r = a.new_page(&page(2));
+        let b = a.new_branch(&[9; 32], l, r);
+        assert_eq!(a.live(), (1, 2));
+        // A second version shares the left page under a new branch.
+        let r2 = a.new_page(&page(3));
+        let b2 = a.new_branch(&[8; 32], a.share(l), r2);
+        assert_eq!(a.live(), (2, 3));
+        a.release(b);
+        assert_eq!(a.live(), (1, 2), "the shared page stays");
+        assert!(matches!(a.slot(l), Slot::Page(p) if p.node == [1; 32]));
+        a.release(b2);
+        assert_eq!(a.live(), (0, 0));
+        // Freed slots are reused.
+        let again = a.new_page(&page(4));
+        assert!(again == l || again == r || again == r2);
+        a.release(again);
+    }
+
+    #[test]
+    fn in_memory_pages_are_held_until_their_node_goes() {
+        let a = Arena::new();
+        let mem = MemoryPage::new(Arc::new(
+            crate::state::page::Page::build(
+                sprig_core::Hasher::Blake3,
+                crate::state::prefix::Prefix::root(),
+                1,
+                &[],
+            )
+            .unwrap(),
+        ));
+        let id = a.new_page(&PageRef {
+            loc: PageLoc::Memory(mem.clone()),
+            checksum: 0,
+            node: TERMINATOR,
+            count: 0,
+        });
+        assert_eq!(Arc::strong_count(&mem), 2);
+        assert!(matches!(a.slot(id), Slot::Page(PageRef { loc: PageLoc::Memory(_), .. })));
+        a.release(id);
+        assert_eq!(Arc::strong_count(&mem), 1);
+    }
+}
