@@ -50,6 +50,20 @@ pub struct RunResult {
     pub read_ms_mean: f64,
     /// Mean time a batch spent committing (root, witness, durable write), ms.
     pub commit_ms_mean: f64,
+    /// CPU time (every thread of the process) a batch's commit phase used, mean, ms.
+    #[serde(default)]
+    pub commit_cpu_ms_mean: Option<f64>,
+    /// 4 KiB reads per second during the batches' read phases (`/proc/self/io` read_bytes
+    /// over the read phases ÷ their time).
+    #[serde(default)]
+    pub read_phase_reads_per_sec: Option<f64>,
+    /// Hash computations a batch's changes need at the least, by Sprig's count (the same for
+    /// every engine with this trie: the batches are the same).
+    #[serde(default)]
+    pub hashes_needed_per_batch: Option<f64>,
+    /// Nanoseconds per Merkle node hash on one core of this machine, measured in the run.
+    #[serde(default)]
+    pub ns_per_hash: Option<f64>,
     /// SSD reads per unit, by the engine's own counters (Sprig).
     pub ssd_reads_per_unit: Option<f64>,
     /// 4 KiB reads per unit by `/proc/self/io` read_bytes (every engine).
@@ -134,7 +148,10 @@ fn rows(results: &[RunResult], base: Option<&RunResult>, fio: Option<FioIops>) -
         "batch p50 ms".to_string(),
         "batch p99 ms".to_string(),
         "read ms".to_string(),
+        "read-phase reads/s".to_string(),
+        "÷ fio QD32".to_string(),
         "commit ms".to_string(),
+        "commit CPU ms".to_string(),
         "SSD reads/op".to_string(),
         "4K reads/op (proc)".to_string(),
         "B written/op".to_string(),
@@ -152,7 +169,15 @@ fn rows(results: &[RunResult], base: Option<&RunResult>, fio: Option<FioIops>) -
             format!("{:.1}", r.batch_ms_p50),
             format!("{:.1}", r.batch_ms_p99),
             format!("{:.1}", r.read_ms_mean),
+            opt(r.read_phase_reads_per_sec, 0),
+            opt(
+                r.read_phase_reads_per_sec
+                    .zip(fio)
+                    .map(|(reads, f)| reads / f.qd32),
+                2,
+            ),
             format!("{:.1}", r.commit_ms_mean),
+            opt(r.commit_cpu_ms_mean, 1),
             opt(r.ssd_reads_per_unit, 2),
             format!("{:.2}", r.read_4k_per_unit),
             format!("{:.0}", r.written_bytes_per_unit),
@@ -255,7 +280,24 @@ pub fn engine_detail(r: &RunResult) -> Option<String> {
     if let Some(io) = &r.io_backend {
         let _ = write!(s, "; I/O backend: {io}");
     }
+    if let Some(f) = floor(r, r) {
+        let _ = write!(s, "; {f}");
+    }
     Some(s)
+}
+
+/// The hashing floor of `counted`'s batches (its count of the hashes they need × ns per hash
+/// measured in `r`'s run), and `r`'s commit CPU as a multiple of it.
+pub fn floor(r: &RunResult, counted: &RunResult) -> Option<String> {
+    let hashes = counted.hashes_needed_per_batch?;
+    let ns = r.ns_per_hash?;
+    let cpu = r.commit_cpu_ms_mean?;
+    let floor_ms = hashes * ns / 1e6;
+    Some(format!(
+        "commit CPU {cpu:.1} ms per batch = {:.1}× the hashing floor ({hashes:.0} hashes a \
+         batch needs × {ns:.0} ns per hash = {floor_ms:.1} ms)",
+        cpu / floor_ms.max(1e-9)
+    ))
 }
 
 /// The Markdown report of a single run.
@@ -293,6 +335,22 @@ pub fn comparison_markdown(c: &Comparison) -> String {
     s.push_str(&markdown_table(&c.medians, c.medians.first(), c.fio_iops));
     for d in c.medians.iter().filter_map(engine_detail) {
         let _ = writeln!(s, "\n{d}.");
+    }
+    // The peers with the same trie need the same hashes (same batches): Sprig's count.
+    if let Some(counted) = c
+        .medians
+        .iter()
+        .find(|r| r.hashes_needed_per_batch.is_some())
+    {
+        for r in c
+            .medians
+            .iter()
+            .filter(|r| r.hashes_needed_per_batch.is_none() && r.final_root.is_some())
+        {
+            if let Some(f) = floor(r, counted) {
+                let _ = writeln!(s, "\n{}: {f}.", r.engine.name());
+            }
+        }
     }
     if let Some(check) = &c.root_check {
         let _ = writeln!(s, "\nCheck: {check}.");

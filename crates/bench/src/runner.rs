@@ -251,6 +251,8 @@ pub fn run(
     let mut batch_ms = Vec::with_capacity(shape.batches as usize);
     let mut read_total = Duration::ZERO;
     let mut commit_total = Duration::ZERO;
+    let mut commit_cpu = Duration::ZERO;
+    let mut read_phase_bytes = 0u64;
     let mut timed = Duration::ZERO;
     let mut roots = Digest([0; 32]);
     let mut reads = Digest([0; 32]);
@@ -259,9 +261,14 @@ pub fn run(
     for b in 0..shape.batches {
         let ops = generator.next_batch();
         let keys = keys_read(&ops);
+        let io0 = sys::proc_io().unwrap_or_default();
         let t0 = Instant::now();
         let values = db.read(&keys)?;
         let t1 = Instant::now();
+        read_phase_bytes += sys::proc_io()
+            .unwrap_or_default()
+            .read_bytes
+            .saturating_sub(io0.read_bytes);
         let mut batch = BatchState {
             base: keys.into_iter().zip(values).collect(),
             local: HashMap::new(),
@@ -270,8 +277,10 @@ pub fn run(
         execute(&ops, &mut batch, &mut log);
         let mut writes: Writes = batch.local.into_iter().collect();
         writes.sort_unstable_by_key(|w| w.0);
+        let cpu0 = sys::process_cpu();
         let root = db.commit(writes)?;
         let t2 = Instant::now();
+        commit_cpu += sys::process_cpu().saturating_sub(cpu0);
         read_total += t1 - t0;
         commit_total += t2 - t1;
         timed += t2 - t0;
@@ -348,6 +357,15 @@ pub fn run(
         batch_ms_p99: quantile(&batch_ms, 0.99),
         read_ms_mean: read_total.as_secs_f64() * 1e3 / n,
         commit_ms_mean: commit_total.as_secs_f64() * 1e3 / n,
+        commit_cpu_ms_mean: Some(commit_cpu.as_secs_f64() * 1e3 / n),
+        read_phase_reads_per_sec: Some(
+            read_phase_bytes as f64 / 4096.0 / read_total.as_secs_f64().max(1e-9),
+        ),
+        hashes_needed_per_batch: counters_before
+            .zip(counters_after)
+            .map(|(a, b)| (b.hashes_needed - a.hashes_needed) as f64 / n)
+            .filter(|h| *h > 0.0),
+        ns_per_hash: Some(sys::ns_per_hash()),
         ssd_reads_per_unit: counted(|c| c.ssd_reads),
         read_4k_per_unit: per_unit(io_after.read_bytes - io_before.read_bytes) / 4096.0,
         written_bytes_per_unit: per_unit(io_after.write_bytes - io_before.write_bytes),

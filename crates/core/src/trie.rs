@@ -129,6 +129,58 @@ pub fn root_of(hasher: Hasher, entries: &[(KeyPath, ValueHash)]) -> Node {
     subtrie_root(hasher, 0, entries)
 }
 
+/// The internal nodes a change must hash at the least, below depth `depth`: those on the
+/// paths of the `changed` keys in the trie holding `after` (both sorted, distinct, all sharing
+/// their first `depth` bits).
+///
+/// An internal node exists where two or more entries share a prefix, and its hash changes
+/// when an entry below it is written or deleted, so no update can do with fewer. Leaf and
+/// value hashes of the written entries come on top (one each per written key). A changed key
+/// that is absent from `after` was deleted: the nodes on its path that still have two entries
+/// below are the ones to hash again. This is the floor a commit's hashing is compared with.
+pub fn internal_nodes_to_update(depth: usize, after: &[KeyPath], changed: &[KeyPath]) -> u64 {
+    let lcp = |i: usize, j: usize| match (after.get(i), after.get(j)) {
+        (Some(a), Some(b)) => Some(shared_prefix_bits(a, b)),
+        _ => None,
+    };
+    let mut total = 0u64;
+    let mut previous: Option<&KeyPath> = None;
+    for key in changed {
+        let at = after.partition_point(|k| k < key);
+        let with = |j: usize| after.get(j).map(|k| shared_prefix_bits(k, key));
+        // The deepest position on `key`'s path with two or more entries below.
+        let deepest = if after.get(at) == Some(key) {
+            let before = at.checked_sub(1).and_then(with);
+            before.max(with(at + 1))
+        } else {
+            let before = at.checked_sub(1).and_then(with);
+            let after_ = with(at);
+            let pair_before = at
+                .checked_sub(2)
+                .and_then(|i| lcp(i, i + 1))
+                .zip(before)
+                .map(|(a, b)| a.min(b));
+            let pair_after = lcp(at, at + 1).zip(after_).map(|(a, b)| a.min(b));
+            let straddle = before.zip(after_).map(|(a, b)| a.min(b));
+            pair_before.max(pair_after).max(straddle)
+        };
+        let Some(deepest) = deepest.filter(|d| *d >= depth) else {
+            previous = Some(key);
+            continue;
+        };
+        let mut here = (deepest - depth + 1) as u64;
+        if let Some(p) = previous {
+            let shared = shared_prefix_bits(p, key).min(deepest);
+            if shared >= depth {
+                here -= (shared - depth + 1) as u64;
+            }
+        }
+        total += here;
+        previous = Some(key);
+    }
+    total
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -188,5 +240,59 @@ mod tests {
         assert_eq!(parent(h, &n1, &TERMINATOR), n0);
         assert_eq!(parent(h, &la, &TERMINATOR), la);
         assert_eq!(parent(h, &TERMINATOR, &TERMINATOR), TERMINATOR);
+    }
+
+    /// The floor by its definition: every position on a changed key's path with two or more
+    /// entries of `after` below it, collected in a set.
+    fn internal_nodes_by_definition(depth: usize, after: &[KeyPath], changed: &[KeyPath]) -> u64 {
+        let mut positions = std::collections::BTreeSet::new();
+        for key in changed {
+            for j in depth..KEY_BITS {
+                let below = after.iter().filter(|k| same_prefix(k, key, j)).count();
+                if below >= 2 {
+                    let mut p = *key;
+                    for b in j..KEY_BITS {
+                        set_bit(&mut p, b, false);
+                    }
+                    positions.insert((j, p));
+                }
+            }
+        }
+        positions.len() as u64
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn internal_nodes_to_update_counts_the_changed_paths(
+            present in proptest::collection::btree_set(0u16..512, 0..40),
+            changed in proptest::collection::btree_set(0u16..512, 0..12),
+            depth in 0usize..3,
+        ) {
+            // Keys under a fixed 3-bit prefix, differing in the next 9 bits and then at
+            // random further down so that paths get long.
+            let make = |i: u16| {
+                let mut k = [0u8; 32];
+                let x = (0b101u32 << 29) | (u32::from(i) << 20) | (u32::from(i).wrapping_mul(2_654_435_761) >> 12);
+                k[..4].copy_from_slice(&x.to_be_bytes());
+                k[31] = i as u8;
+                k
+            };
+            // Half the changed keys are written (present after), half deleted.
+            let mut after: Vec<KeyPath> = present.iter().map(|&i| make(i)).collect();
+            for (n, &c) in changed.iter().enumerate() {
+                if n % 2 == 0 {
+                    after.push(make(c));
+                } else {
+                    after.retain(|k| *k != make(c));
+                }
+            }
+            after.sort_unstable();
+            after.dedup();
+            let changed: Vec<KeyPath> = changed.iter().map(|&i| make(i)).collect();
+            proptest::prop_assert_eq!(
+                internal_nodes_to_update(depth, &after, &changed),
+                internal_nodes_by_definition(depth, &after, &changed)
+            );
+        }
     }
 }

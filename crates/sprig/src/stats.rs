@@ -36,6 +36,7 @@ pub struct Counters {
     cache_hits: AtomicU64,
     commits: AtomicU64,
     checkpoints: AtomicU64,
+    hashes_needed: AtomicU64,
 }
 
 fn add(c: &AtomicU64, n: u64) {
@@ -90,6 +91,11 @@ impl Counters {
         add(&self.commits, 1);
     }
 
+    /// Count the hash computations a finished batch needed at the least.
+    pub fn hashes_needed(&self, n: u64) {
+        add(&self.hashes_needed, n);
+    }
+
     /// Count a checkpoint.
     pub fn checkpoint(&self) {
         add(&self.checkpoints, 1);
@@ -115,6 +121,7 @@ impl Counters {
             cache_hits: g(&self.cache_hits),
             commits: g(&self.commits),
             checkpoints: g(&self.checkpoints),
+            hashes_needed: g(&self.hashes_needed),
             ..Stats::default()
         }
     }
@@ -157,6 +164,11 @@ pub struct Stats {
     pub commits: u64,
     /// Checkpoints written since open.
     pub checkpoints: u64,
+    /// Hash computations the finished batches needed at the least, the floor their CPU is
+    /// compared with: internal nodes on the changed keys' paths
+    /// ([`sprig_core::trie::internal_nodes_to_update`], directory levels included), one leaf
+    /// hash per written key and its value's 64-byte hash blocks.
+    pub hashes_needed: u64,
     /// Entries in the latest version (O(1)).
     pub entries: u64,
     /// Leaf pages in the latest version.

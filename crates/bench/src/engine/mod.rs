@@ -28,6 +28,8 @@ pub struct EngineCounters {
     pub pages_written: u64,
     /// Pages the cleaner copied forward.
     pub cleaner_pages: u64,
+    /// Hash computations the batches' changes needed at the least (the hashing floor).
+    pub hashes_needed: u64,
 }
 
 /// One database, driven batch by batch: `read` (any number of times), then `commit`.

@@ -180,6 +180,7 @@ impl Engine for SprigEngine {
             bytes_written: s.bytes_written,
             pages_written: s.pages_written,
             cleaner_pages: s.cleaner_pages_copied,
+            hashes_needed: s.hashes_needed,
         })
     }
 }

@@ -13,7 +13,7 @@ use crate::state::version::{overlay_bytes, OverlayParts, OverlayState};
 use crate::state::versions::Pin;
 use crate::stats::ReadKind;
 use crate::write::engine::Inner;
-use crate::write::rewrite::{merge_sparse, rewrite_regions, RegionWork};
+use crate::write::rewrite::{branches_above, merge_sparse, rewrite_regions, RegionWork};
 use crate::write::{Change, Region};
 use sprig_core::trie::{KeyPath, Node};
 use sprig_core::{MultiProof, Witness};
@@ -199,7 +199,15 @@ impl WriteBatch {
         let mut freed_values = Vec::new();
         let mut freed_unwritten = Vec::new();
         let mut splits = 0u64;
+        let mut hashes_needed = branches_above(
+            works
+                .iter()
+                .zip(&rewritten)
+                .filter(|(_, r)| r.subtree.is_some())
+                .map(|(w, _)| w.prefix),
+        );
         for (work, r) in works.iter().zip(rewritten) {
+            hashes_needed += r.hashes_needed;
             freed_values.extend(r.freed);
             freed_unwritten.extend(r.freed_unwritten);
             splits += r.splits;
@@ -215,6 +223,7 @@ impl WriteBatch {
             })
             .collect();
         let (dir, regions, merges) = merge_sparse(&self.inner, &base_dir, regions, stamp)?;
+        self.inner.counters.hashes_needed(hashes_needed);
         let mut new_pages = 0u64;
         for (_, subtree) in &regions {
             crate::log::record::for_each_page_ref(subtree, &mut |_| new_pages += 1);

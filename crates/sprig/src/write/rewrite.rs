@@ -13,7 +13,7 @@ use crate::state::page::{
 use crate::state::prefix::Prefix;
 use crate::stats::ReadKind;
 use sprig_core::proof::{prove_and_update, ProofNode};
-use sprig_core::trie::{KeyPath, Node, ValueHash};
+use sprig_core::trie::{internal_nodes_to_update, shared_prefix_bits, KeyPath, Node, ValueHash};
 use sprig_core::Hasher;
 use std::ops::Range;
 use std::sync::Arc;
@@ -45,6 +45,9 @@ pub(crate) struct Rewritten {
     /// Keys whose value, new in an ancestor overlay and not written yet, is no longer
     /// referenced.
     pub freed_unwritten: Vec<KeyPath>,
+    /// The hash computations the region's changes need at the least (see
+    /// [`crate::Stats::hashes_needed`]), below the region's position.
+    pub hashes_needed: u64,
 }
 
 /// Rewrite every region, spreading them over the available cores.
@@ -125,6 +128,7 @@ fn rewrite_region(
             splits: 0,
             freed: Vec::new(),
             freed_unwritten: Vec::new(),
+            hashes_needed: 0,
         });
     }
 
@@ -160,6 +164,7 @@ fn rewrite_region(
         }
     }
     items.extend(old);
+    let hashes_needed = hashes_needed(work.prefix, &items, changes);
 
     let (subtree, splits) = if items.is_empty() {
         (Subtree::empty(arena), 0)
@@ -192,7 +197,41 @@ fn rewrite_region(
         splits,
         freed,
         freed_unwritten,
+        hashes_needed,
     })
+}
+
+/// The hashes `changes` need at the least below `prefix`, whose entries are now `items`:
+/// the internal nodes on their paths, and a leaf hash and the value's hash blocks (64 bytes
+/// each) per written key.
+fn hashes_needed(prefix: Prefix, items: &[(KeyPath, ValueRef<'_>)], changes: &[Change]) -> u64 {
+    let after: Vec<KeyPath> = items.iter().map(|(k, _)| *k).collect();
+    let changed: Vec<KeyPath> = changes.iter().map(|(k, _)| *k).collect();
+    let internal = internal_nodes_to_update(prefix.depth(), &after, &changed);
+    let written: u64 = changes
+        .iter()
+        .filter_map(|(_, v)| v.as_ref())
+        .map(|v| 1 + v.len().div_ceil(64).max(1) as u64)
+        .sum();
+    internal + written
+}
+
+/// The directory levels above the changed regions (sorted, disjoint): the branches on their
+/// paths from the root, each counted once.
+pub(crate) fn branches_above(prefixes: impl IntoIterator<Item = Prefix>) -> u64 {
+    let mut total = 0u64;
+    let mut previous: Option<Prefix> = None;
+    for p in prefixes {
+        // Positions 0..=lcp are on both paths (the regions are disjoint, so lcp is above both).
+        let shared = previous.map_or(0, |q| {
+            (shared_prefix_bits(q.bits(), p.bits()) + 1)
+                .min(q.depth())
+                .min(p.depth())
+        });
+        total += (p.depth() - shared) as u64;
+        previous = Some(p);
+    }
+    total
 }
 
 /// A directory node for an in-memory page whose trie node is known.
