@@ -57,6 +57,7 @@ pub use api::batch::{Pending, WriteBatch};
 pub use api::check::CheckReport;
 pub use api::db::Db;
 pub use api::handle::Handle;
+pub use api::pipeline::Pipeline;
 pub use api::scan::Entries;
 pub use api::view::ReadView;
 pub use codec::hex;

@@ -77,3 +77,52 @@ fn disk_use_stays_bounded_under_random_updates() {
     let files = std::fs::read_dir(dir.path()).unwrap().count();
     assert!(files < 60, "{files} files left in the database directory");
 }
+
+/// With a page cache that holds the live pages, cleaning costs no SSD read: the pages a
+/// commit supersedes are never read to be moved (they are garbage once it is durable), the
+/// others come from the cache; and superseded pages leave the cache, so it holds what is live
+/// instead of filling with old versions.
+#[test]
+fn cleaning_reads_nothing_the_cache_holds_or_the_commit_supersedes() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(
+        dir.path(),
+        Options {
+            segment_bytes: 1 << 20,
+            page_cache_bytes: 64 << 20,
+            retained_versions: 1,
+            ..Options::default()
+        },
+    )
+    .unwrap();
+    let keys: Vec<KeyPath> = (0..40_000u32)
+        .map(|i| db.key_path(&i.to_le_bytes()))
+        .collect();
+    let mut b = db.begin();
+    for k in &keys {
+        b.put(*k, k[..8].to_vec()).unwrap();
+    }
+    db.commit(b.finish().unwrap()).unwrap();
+    let mut state = 9u64;
+    for round in 0..30u64 {
+        let mut b = db.begin();
+        for _ in 0..3000 {
+            state = state
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let k = keys[(state >> 33) as usize % keys.len()];
+            b.put(k, round.to_le_bytes().to_vec()).unwrap();
+        }
+        db.commit(b.finish().unwrap()).unwrap();
+        let s = db.stats();
+        assert!(
+            s.cached_pages <= s.pages,
+            "round {round}: {} pages cached for {} live ones",
+            s.cached_pages,
+            s.pages
+        );
+    }
+    let s = db.stats();
+    assert!(s.cleaner_pages_copied > 0, "the cleaner never ran: {s:?}");
+    assert_eq!(s.maintenance_page_reads, 0, "{s:?}");
+}

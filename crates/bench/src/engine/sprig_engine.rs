@@ -1,15 +1,14 @@
 //! Sprig behind the [`Engine`] interface: a write batch per benchmark batch, its reads
 //! prefetched together (io_uring), `finish` for the root and witness, then `commit`. In
-//! pipelined mode the next batch is built on top of the previous one (a stacked overlay)
-//! while a committer thread makes the previous one durable, in order.
+//! pipelined mode the engine's commit pipeline ([`sprig::Pipeline`]) builds the next batch on
+//! top of the previous one (a stacked overlay) while its thread makes the previous one
+//! durable, in order.
 
 use super::{Engine, EngineCounters, Load, Writes};
 use crate::cli::EngineArgs;
 use anyhow::{anyhow, Context, Result};
-use sprig::{BulkPhase, Db, KeyPath, Node, Options, Pending, WriteBatch};
+use sprig::{BulkPhase, Db, KeyPath, Node, Options, Pipeline, WriteBatch};
 use std::path::Path;
-use std::sync::mpsc::{sync_channel, SyncSender};
-use std::thread::JoinHandle;
 
 /// Finished batches that may wait for the committer in pipelined mode.
 const PIPELINE_DEPTH: usize = 2;
@@ -44,21 +43,13 @@ pub fn create(load: Load<'_>) -> Result<Option<Node>> {
     Ok(Some(report.root))
 }
 
-/// The committer of pipelined mode.
-struct Committer {
-    queue: SyncSender<Pending>,
-    thread: JoinHandle<sprig::Result<()>>,
-}
-
 /// An open Sprig database.
 pub struct SprigEngine {
     db: Db,
     batch: Option<WriteBatch>,
     prefetch: bool,
-    /// Pipelined mode: the latest finished batch, which the next one builds on.
-    tip: Option<Pending>,
-    committer: Option<Committer>,
-    pipelined: bool,
+    /// Pipelined mode's commit pipeline.
+    pipeline: Option<Pipeline>,
 }
 
 impl SprigEngine {
@@ -73,19 +64,17 @@ impl SprigEngine {
         )
         .with_context(|| format!("opening the Sprig database in {}", path.display()))?;
         Ok(SprigEngine {
-            db,
             batch: None,
             prefetch: !args.serial_reads,
-            tip: None,
-            committer: None,
-            pipelined: args.pipelined,
+            pipeline: args.pipelined.then(|| db.pipeline(PIPELINE_DEPTH)),
+            db,
         })
     }
 
     fn batch(&mut self) -> Result<&mut WriteBatch> {
         if self.batch.is_none() {
-            let batch = match &self.tip {
-                Some(tip) => tip.begin()?,
+            let batch = match &self.pipeline {
+                Some(p) => p.begin()?,
                 None => self.db.begin(),
             };
             self.batch = Some(batch);
@@ -93,23 +82,6 @@ impl SprigEngine {
         self.batch
             .as_mut()
             .ok_or_else(|| anyhow!("no batch after starting one"))
-    }
-
-    fn committer(&mut self) -> &SyncSender<Pending> {
-        let db = self.db.clone();
-        &self
-            .committer
-            .get_or_insert_with(|| {
-                let (queue, pending) = sync_channel::<Pending>(PIPELINE_DEPTH);
-                let thread = std::thread::spawn(move || {
-                    for p in pending {
-                        db.commit(p)?;
-                    }
-                    Ok(())
-                });
-                Committer { queue, thread }
-            })
-            .queue
     }
 }
 
@@ -145,26 +117,18 @@ impl Engine for SprigEngine {
         }
         let pending = batch.finish()?;
         let root = pending.root();
-        if self.pipelined {
-            self.tip = Some(pending.clone());
-            if self.committer().send(pending).is_err() {
-                // The committer stopped on an error; flush reports it.
-                self.flush()?;
-                return Err(anyhow!("the committer thread stopped"));
+        match &mut self.pipeline {
+            Some(p) => p.submit(pending)?,
+            None => {
+                self.db.commit(pending)?;
             }
-        } else {
-            self.db.commit(pending)?;
         }
         Ok(Some(root))
     }
 
     fn flush(&mut self) -> Result<()> {
-        self.tip = None;
-        if let Some(c) = self.committer.take() {
-            drop(c.queue);
-            c.thread
-                .join()
-                .map_err(|_| anyhow!("the committer thread panicked"))??;
+        if let Some(p) = &mut self.pipeline {
+            p.flush()?;
         }
         Ok(())
     }

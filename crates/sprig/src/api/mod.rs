@@ -1,5 +1,5 @@
 //! What users touch: the database handle and its options, read views, write batches,
-//! overlays (`Pending`), independent writable handles, full scans, the integrity check, and
+//! overlays (`Pending`), the commit pipeline, independent writable handles, full scans, the integrity check, and
 //! the errors and statistics they report. No I/O of its own: everything goes through the
 //! write paths and the log below.
 
@@ -7,5 +7,6 @@ pub(crate) mod batch;
 pub(crate) mod check;
 pub(crate) mod db;
 pub(crate) mod handle;
+pub(crate) mod pipeline;
 pub(crate) mod scan;
 pub(crate) mod view;

@@ -99,6 +99,22 @@ impl PageCache {
         }
     }
 
+    /// Drop the page at `loc`, if cached: a commit superseded it, so only old versions can
+    /// still read it, and keeping it would push live pages out.
+    pub fn forget(&self, loc: u64) {
+        let Some(shard) = self.shard(loc) else {
+            return;
+        };
+        let mut shard = shard.lock();
+        let Some(i) = shard.index.remove(&loc) else {
+            return;
+        };
+        shard.slots.swap_remove(i);
+        if let Some(moved) = shard.slots.get(i).map(|s| s.loc) {
+            shard.index.insert(moved, i);
+        }
+    }
+
     /// The number of cached pages.
     pub fn len(&self) -> usize {
         self.shards.iter().map(|s| s.lock().slots.len()).sum()
@@ -127,6 +143,15 @@ mod tests {
             assert_eq!(c.get(i).map(|p| p.seq()), Some(i));
         }
         assert!(c.len() <= 64);
+        // Forgetting keeps the index consistent with the slots it moves.
+        let held: Vec<u64> = (0..1000u64).filter(|i| c.get(*i).is_some()).collect();
+        for i in held.iter().step_by(2) {
+            c.forget(*i);
+            c.forget(*i);
+        }
+        for (n, i) in held.iter().enumerate() {
+            assert_eq!(c.get(*i).map(|p| p.seq()), (n % 2 == 1).then_some(*i));
+        }
         let off = PageCache::new(0);
         off.insert(1, page(1));
         assert!(off.get(1).is_none());

@@ -44,6 +44,9 @@ impl std::fmt::Debug for Version {
 const LIVE: u8 = 0;
 const COMMITTED: u8 = 1;
 const DISCARDED: u8 = 2;
+/// Being published by the writer: its sequence number may already be the head's, before
+/// [`OverlayState::mark_committed`] runs; readers must not see it as superseded meanwhile.
+const COMMITTING: u8 = 3;
 
 /// Bytes of overlay memory in use, shared by every overlay of a database.
 #[derive(Default)]
@@ -178,6 +181,21 @@ impl OverlayState {
         *self.written.lock() = written;
         self.status.store(COMMITTED, Ordering::Release);
         *self.parent.write() = committed;
+    }
+
+    /// The writer is about to publish this overlay (under the writer lock, so no sibling can
+    /// take its sequence number meanwhile). Fails if it was discarded.
+    pub fn begin_commit(&self) -> bool {
+        self.status
+            .compare_exchange(LIVE, COMMITTING, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
+    }
+
+    /// The publication failed: the overlay is live again (if it was being committed).
+    pub fn abort_commit(&self) {
+        let _ = self
+            .status
+            .compare_exchange(COMMITTING, LIVE, Ordering::AcqRel, Ordering::Acquire);
     }
 
     /// Bytes of memory this overlay's changes hold.

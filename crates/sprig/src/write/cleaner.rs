@@ -16,7 +16,7 @@ use crate::write::engine::Inner;
 use crate::state::prefix::Prefix;
 use crate::stats::ReadKind;
 use sprig_core::trie::KeyPath;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::sync::Arc;
 
 /// The most segments cleaned by one commit.
@@ -126,27 +126,57 @@ impl Inner {
             i > 0 && starts.get(i - 1).is_some_and(|r| r.covers(p))
         };
 
-        // Pages to rewrite: the live pages of the victims (from the segment table's index, no
-        // walk of the directory), read and checked against the directory...
+        // The pages this commit supersedes (the old pages of the regions it rewrites): live
+        // now, garbage once it is durable, so never worth moving.
+        let mut superseded: HashSet<u64> = HashSet::new();
+        for (prefix, _) in regions {
+            if let Some(old) = head.node_at(prefix) {
+                let mut refs = Vec::new();
+                old.pages_under(*prefix, &mut refs);
+                superseded.extend(refs.iter().filter_map(|(_, r)| match r.loc {
+                    PageLoc::Disk(l) => Some(l),
+                    PageLoc::Memory(_) => None,
+                }));
+            }
+        }
+        // Pages to rewrite: the other live pages of the victims (from the segment table's
+        // index, no walk of the directory), from the page cache or the SSD, checked against
+        // the directory...
         let mut wanted: BTreeMap<Prefix, (PageRef, Arc<Page>)> = BTreeMap::new();
-        let locs: Vec<u64> = victims
+        let mut pages: Vec<(u64, Arc<Page>)> = Vec::new();
+        let mut misses: Vec<u64> = Vec::new();
+        for l in victims
             .iter()
             .flat_map(|v| table.live_page_locs(*v))
-            .collect();
-        let blocks = self.log.segments.read_blocks(&locs)?;
+            .filter(|l| !superseded.contains(l))
+        {
+            match self.cache.get(l) {
+                Some(page) => pages.push((l, page)),
+                None => misses.push(l),
+            }
+        }
+        let blocks = self.log.segments.read_blocks(&misses)?;
         self.counters
             .page_reads(ReadKind::Maintenance, blocks.len() as u64);
-        for (l, block) in locs.iter().zip(blocks) {
-            let name = || segment_file_name(loc_segment(*l));
-            let page = Page::decode(block.as_bytes())
-                .map_err(|e| Error::corruption(name(), loc_offset(*l), e.to_string()))?;
+        for (l, block) in misses.iter().zip(blocks) {
+            let page = Page::decode(block.as_bytes()).map_err(|e| {
+                Error::corruption(
+                    segment_file_name(loc_segment(*l)),
+                    loc_offset(*l),
+                    e.to_string(),
+                )
+            })?;
+            pages.push((*l, Arc::new(page)));
+        }
+        for (l, page) in pages {
+            let name = || segment_file_name(loc_segment(l));
             let prefix = *page.prefix();
             let r = match head.node_at(&prefix).map(|n| n.shape()) {
-                Some(Shape::Page(r)) if matches!(r.loc, PageLoc::Disk(x) if x == *l) => r,
+                Some(Shape::Page(r)) if matches!(r.loc, PageLoc::Disk(x) if x == l) => r,
                 _ => {
                     return Err(Error::corruption(
                         name(),
-                        loc_offset(*l),
+                        loc_offset(l),
                         format!(
                             "the segment table counts a live page here, but the directory \
                              holds no page of region {prefix} at this location"
@@ -154,9 +184,9 @@ impl Inner {
                     ))
                 }
             };
-            verify_page_checksum(block.as_bytes(), *l, r.checksum)?;
+            verify_page_checksum(page.bytes(), l, r.checksum)?;
             if !covered(&prefix) {
-                wanted.insert(prefix, (r, Arc::new(page)));
+                wanted.insert(prefix, (r, page));
             }
         }
         // ...and the pages pointing at live values of the victims.

@@ -6,7 +6,7 @@ use super::engine::Inner;
 use super::CommitInfo;
 use crate::error::{Error, Result};
 use crate::log::publish::{Blocks, Published, Stager};
-use crate::log::record::CommitRecord;
+use crate::log::record::{for_each_disk_page, CommitRecord};
 use crate::log::segments::{encode_value_record, value_blocks};
 use crate::log::writer::Writer;
 use crate::state::directory::{MemoryPage, PageLoc, PageRef, Shape, Subtree};
@@ -216,11 +216,15 @@ impl Inner {
             .copied()
             .collect();
         let staged = stager.finish()?;
-        let Published {
-            data_bytes,
-            log_bytes,
-            ..
-        } = self.publish_record(
+        // From here until `mark_committed` the head may already carry this overlay's
+        // sequence number: readers must see it as being committed, not superseded.
+        if !pending.begin_commit() {
+            return Err(Error::Discarded {
+                overlay: version.id,
+                seq: version.seq,
+            });
+        }
+        let published = self.publish_record(
             w,
             head,
             &record,
@@ -229,10 +233,22 @@ impl Inner {
                 created: &created,
             },
             version.id,
-        )?;
+        );
+        let Published {
+            data_bytes,
+            log_bytes,
+            ..
+        } = published.inspect_err(|_| pending.abort_commit())?;
         pending.mark_committed(locs.new.clone(), head.clone());
         for (l, page) in written_pages.iter() {
             self.cache.insert(*l, page.clone());
+        }
+        // The pages this commit superseded are garbage for every new reader: out of the
+        // cache, so they do not push live pages out (old versions read them from the SSD).
+        for (prefix, _) in &record.regions {
+            if let Some(old) = head.dir.node_at(prefix) {
+                for_each_disk_page(&old, &mut |l| self.cache.forget(l));
+            }
         }
         // Overlays built on this one share these pages: from now on they read them from disk.
         for (page, l, checksum) in to_release {
