@@ -298,10 +298,10 @@ pub fn apply_record(
             found: next.len(),
         });
     }
-    for (prefix, subtree) in &record.regions {
-        if let Some(old) = dir.node_at(prefix) {
-            for_each_disk_page(&old, &mut |l| table.add_pages(l, -1));
-        }
+    for_each_replaced_disk_page(dir, record.regions.iter().map(|(p, _)| p), &mut |l| {
+        table.add_pages(l, -1)
+    });
+    for (_, subtree) in &record.regions {
         for_each_disk_page(subtree, &mut |l| table.add_pages(l, 1));
     }
     for l in &record.values_freed {
@@ -321,6 +321,20 @@ pub fn apply_record(
 /// Visit every page under `node`.
 pub fn for_each_page_ref(node: &Subtree, f: &mut dyn FnMut(&PageRef)) {
     node.for_each_page(f);
+}
+
+/// Call `f` with the location of every on-disk page of `dir` that replacing the regions at
+/// `prefixes` supersedes.
+pub fn for_each_replaced_disk_page<'a>(
+    dir: &Directory,
+    prefixes: impl IntoIterator<Item = &'a Prefix>,
+    f: &mut dyn FnMut(u64),
+) {
+    for prefix in prefixes {
+        if let Some(old) = dir.node_at(prefix) {
+            for_each_disk_page(&old, f);
+        }
+    }
 }
 
 /// Visit the location of every on-disk page under `node`.

@@ -7,6 +7,7 @@
 //! commit is bounded, so cleaning never stalls a commit for long.
 
 use crate::error::{Error, Result};
+use crate::log::record::for_each_replaced_disk_page;
 use crate::log::segments::{
     loc_offset, loc_segment, segment_file_name, verify_page_checksum, SegmentTable,
 };
@@ -129,16 +130,9 @@ impl Inner {
         // The pages this commit supersedes (the old pages of the regions it rewrites): live
         // now, garbage once it is durable, so never worth moving.
         let mut superseded: HashSet<u64> = HashSet::new();
-        for (prefix, _) in regions {
-            if let Some(old) = head.node_at(prefix) {
-                let mut refs = Vec::new();
-                old.pages_under(*prefix, &mut refs);
-                superseded.extend(refs.iter().filter_map(|(_, r)| match r.loc {
-                    PageLoc::Disk(l) => Some(l),
-                    PageLoc::Memory(_) => None,
-                }));
-            }
-        }
+        for_each_replaced_disk_page(head, regions.iter().map(|(p, _)| p), &mut |l| {
+            superseded.insert(l);
+        });
         // Pages to rewrite: the other live pages of the victims (from the segment table's
         // index, no walk of the directory), from the page cache or the SSD, checked against
         // the directory...

@@ -6,7 +6,7 @@ use super::engine::Inner;
 use super::CommitInfo;
 use crate::error::{Error, Result};
 use crate::log::publish::{Blocks, Published, Stager};
-use crate::log::record::{for_each_disk_page, CommitRecord};
+use crate::log::record::{for_each_replaced_disk_page, CommitRecord};
 use crate::log::segments::{encode_value_record, value_blocks};
 use crate::log::writer::Writer;
 use crate::state::directory::{MemoryPage, PageLoc, PageRef, Shape, Subtree};
@@ -245,11 +245,9 @@ impl Inner {
         }
         // The pages this commit superseded are garbage for every new reader: out of the
         // cache, so they do not push live pages out (old versions read them from the SSD).
-        for (prefix, _) in &record.regions {
-            if let Some(old) = head.dir.node_at(prefix) {
-                for_each_disk_page(&old, &mut |l| self.cache.forget(l));
-            }
-        }
+        for_each_replaced_disk_page(&head.dir, record.regions.iter().map(|(p, _)| p), &mut |l| {
+            self.cache.forget(l)
+        });
         // Overlays built on this one share these pages: from now on they read them from disk.
         for (page, l, checksum) in to_release {
             page.release(l, checksum);
