@@ -17,6 +17,7 @@ use sprig::log::segments::{
     loc_segment, SegmentMeta, SegmentTable, MIN_SEGMENT_BLOCKS,
 };
 use sprig::state::prefix::Prefix;
+use sprig::state::tables::Tables;
 use sprig_fuzz::{
     hasher, hostile_blocks, hostile_loc, hostile_segment, hostile_segment_blocks, key, Choices,
 };
@@ -32,8 +33,8 @@ fn raw(bytes: &[u8], h: sprig::Hasher) {
             );
             let back = Checkpoint::load(&storage, cp.seq, &Arena::new(), h);
             let same = back.as_ref().is_ok_and(|b| {
-                b.dir.root_node() == cp.dir.root_node()
-                    && b.dir.len() == cp.dir.len()
+                b.tables.db_root() == cp.tables.db_root()
+                    && b.tables.total_len() == cp.tables.total_len()
                     && (b.wal_id, b.wal_offset) == (cp.wal_id, cp.wal_offset)
             });
             assert!(same, "a checkpoint does not round-trip: {:?}", back.err());
@@ -58,7 +59,7 @@ fn hostile(c: &mut Choices<'_>, h: sprig::Hasher) {
         let l = hostile_loc(c, loc(1, 20 + u32::from(i)), blocks);
         table
             .values
-            .insert(l, (hostile_blocks(c, 1, blocks), key(i)));
+            .insert(l, (hostile_blocks(c, 1, blocks), 0, key(i)));
     }
     let arena = Arena::new();
     let mut page = |fill: u8, at: u64| {
@@ -85,7 +86,7 @@ fn hostile(c: &mut Choices<'_>, h: sprig::Hasher) {
         wal_offset: 0,
         durable_seq: 1,
         table,
-        dir,
+        tables: Tables::only_default(dir),
     };
     let storage = MemoryStorage::new();
     assert!(cp.store(&storage).is_ok(), "a checkpoint cannot be stored");
@@ -104,15 +105,17 @@ fn hostile(c: &mut Choices<'_>, h: sprig::Hasher) {
                 assert!(check_segment_id(*id).is_ok(), "segment {id} loaded");
                 assert!(check_used_blocks(m.used_blocks, sb).is_ok(), "fill loaded");
             }
-            for (l, (n, _)) in &t.values {
+            for (l, (n, _, _)) in &t.values {
                 assert!(
                     check_value_extent(*l, *n, sb).is_ok(),
                     "value {l:#x} loaded"
                 );
             }
-            for_each_disk_page(&back.dir.tree(), &mut |l| {
-                assert!(check_loc(l, sb).is_ok(), "a page at {l:#x} loaded");
-            });
+            for (_, dir) in back.tables.dirs() {
+                for_each_disk_page(&dir.tree(), &mut |l| {
+                    assert!(check_loc(l, sb).is_ok(), "a page at {l:#x} loaded");
+                });
+            }
             let n = hostile_blocks(c, 1, sb);
             if let Ok(l) = back.table.allocate(n) {
                 assert!(check_segment_id(loc_segment(l)).is_ok(), "allocated {l:#x}");

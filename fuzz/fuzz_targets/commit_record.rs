@@ -17,20 +17,23 @@ use sprig::log::segments::{
 };
 use sprig::log::wal::{wal_file_name, Wal};
 use sprig::state::prefix::Prefix;
+use sprig::state::tables::Tables;
 use sprig_fuzz::{hasher, hostile_blocks, hostile_loc, hostile_segment, key, memory_file, Choices};
 
 const SEGMENT_BLOCKS: u32 = MIN_SEGMENT_BLOCKS;
 
 /// After a record applied: every location the table and directory hold fits the geometry,
 /// and an allocation is a valid location or an error.
-fn check_applied(dir: &Directory, table: &mut SegmentTable, blocks: u32) {
-    for_each_disk_page(&dir.tree(), &mut |l| {
-        assert!(
-            check_loc(l, SEGMENT_BLOCKS).is_ok(),
-            "a page at {l:#x} was applied"
-        );
-    });
-    for (l, (n, _)) in &table.values {
+fn check_applied(tables: &Tables, table: &mut SegmentTable, blocks: u32) {
+    for (_, dir) in tables.dirs() {
+        for_each_disk_page(&dir.tree(), &mut |l| {
+            assert!(
+                check_loc(l, SEGMENT_BLOCKS).is_ok(),
+                "a page at {l:#x} was applied"
+            );
+        });
+    }
+    for (l, (n, _, _)) in &table.values {
         assert!(
             check_value_extent(*l, *n, SEGMENT_BLOCKS).is_ok(),
             "a value record at {l:#x} of {n} blocks was applied"
@@ -56,8 +59,8 @@ fn exercise(payload: &[u8], h: sprig::Hasher) {
         "a record does not round-trip"
     );
     let mut table = SegmentTable::new(SEGMENT_BLOCKS);
-    if let Ok(dir) = apply_record(&Directory::empty(&arena, h), &mut table, &record) {
-        check_applied(&dir, &mut table, 1);
+    if let Ok(tables) = apply_record(&Tables::empty(&arena, h), &mut table, &record) {
+        check_applied(&tables, &mut table, 1);
     }
 }
 
@@ -79,7 +82,7 @@ fn hostile_record(c: &mut Choices<'_>, h: sprig::Hasher) {
     let values_written = (0..c.byte() % 3)
         .map(|i| {
             let l = hostile_loc(c, loc(1, u32::from(i) * 2), SEGMENT_BLOCKS);
-            (l, hostile_blocks(c, 2, SEGMENT_BLOCKS), key(i))
+            (l, hostile_blocks(c, 2, SEGMENT_BLOCKS), 0, key(i))
         })
         .collect();
     let values_freed = (0..c.byte() % 2)
@@ -92,13 +95,10 @@ fn hostile_record(c: &mut Choices<'_>, h: sprig::Hasher) {
         })
         .collect();
     let record = CommitRecord {
-        seq: 1,
-        root: dir.root_node(),
-        entries: dir.len(),
-        regions,
         values_written,
         values_freed,
         segment_heads,
+        ..CommitRecord::default_only(1, dir.root_node(), dir.len(), regions)
     };
     let Ok(encoded) = record.encode() else {
         panic!("a record of pages on disk does not encode");
@@ -106,10 +106,10 @@ fn hostile_record(c: &mut Choices<'_>, h: sprig::Hasher) {
     exercise(&encoded, h);
     let mut table = SegmentTable::new(SEGMENT_BLOCKS);
     let before = (table.active, table.segments.clone(), table.values.clone());
-    match apply_record(&Directory::empty(&arena, h), &mut table, &record) {
-        Ok(dir) => {
+    match apply_record(&Tables::empty(&arena, h), &mut table, &record) {
+        Ok(tables) => {
             let blocks = hostile_blocks(c, 1, SEGMENT_BLOCKS);
-            check_applied(&dir, &mut table, blocks);
+            check_applied(&tables, &mut table, blocks);
         }
         Err(_) => assert!(
             (table.active, table.segments.clone(), table.values.clone()) == before,

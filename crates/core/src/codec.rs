@@ -40,6 +40,11 @@ impl<'a> Reader<'a> {
         Ok(u32::from_le_bytes(self.array(what)?))
     }
 
+    /// The next `n` bytes.
+    pub(crate) fn bytes(&mut self, n: usize, what: &'static str) -> Result<&'a [u8], ProofError> {
+        self.take(n, what)
+    }
+
     pub(crate) fn array<const N: usize>(
         &mut self,
         what: &'static str,

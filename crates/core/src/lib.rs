@@ -25,6 +25,7 @@ mod error;
 mod hasher;
 mod model;
 pub mod proof;
+pub mod tables;
 pub mod trie;
 
 pub use error::ProofError;
@@ -34,6 +35,7 @@ pub use proof::{
     Lookup, MultiProof, PathProof, ProofNode, Terminal, VerifiedMultiProof, VerifiedWitness,
     Witness,
 };
+pub use tables::{database_root, table_key, TableProof, TablesModel, DEFAULT_TABLE};
 pub use trie::{KeyPath, LeafData, Node, NodeKind, ValueHash, TERMINATOR};
 
 /// Hash an arbitrary byte key to a 32-byte key path with the given hasher.

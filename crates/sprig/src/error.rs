@@ -159,6 +159,30 @@ pub enum Error {
     /// The operation needs a new, empty database.
     #[error("{0} needs a new, empty database")]
     NotEmpty(&'static str),
+    /// No table of that name exists (or a table handle names a dropped table).
+    #[error("no table named {0:?}")]
+    NoSuchTable(String),
+    /// A table of that name exists already.
+    #[error("a table named {0:?} exists already")]
+    TableExists(String),
+    /// The default table cannot be dropped.
+    #[error("the default table cannot be dropped")]
+    DefaultTable,
+    /// A table's resolver is not registered with this handle (see
+    /// [`crate::Options::resolver`]), so its upserts cannot be resolved.
+    #[error(
+        "table {table:?} combines upserts with resolver {resolver:?}, which is not registered: \
+         open the database with Options::resolver({resolver:?}, ...)"
+    )]
+    ResolverMissing {
+        /// The table.
+        table: String,
+        /// The resolver's name.
+        resolver: String,
+    },
+    /// An upsert into a table created without a resolver.
+    #[error("table {0:?} has no resolver: create it with one to upsert into it")]
+    NoResolver(String),
     /// A proof failed to verify.
     #[error("proof error: {0}")]
     Proof(#[from] ProofError),

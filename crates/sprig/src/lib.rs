@@ -26,12 +26,13 @@
 pub mod failpoint;
 
 // The layers, data flowing down only: api → write → state + log → io (checked by
-// `tests/layering.rs`). `codec`, `error`, `options` and `stats` are shared by every layer and
+// `tests/layering.rs`). `codec`, `error`, `options`, `resolve` and `stats` are shared by every layer and
 // use nothing but `io`.
 mod api;
 mod error;
 pub mod io;
 mod options;
+pub mod resolve;
 mod stats;
 
 /// Declares an engine-internal module: crate-private, or public with the `internals` feature
@@ -59,13 +60,14 @@ pub use api::db::Db;
 pub use api::handle::Handle;
 pub use api::pipeline::Pipeline;
 pub use api::scan::Entries;
+pub use api::table::{Table, TableInfo, TableOptions};
 pub use api::view::ReadView;
 pub use codec::hex;
 pub use error::{Error, Result};
 pub use io::{IoBackend, IoBackendInfo};
 pub use log::recovery::{LostTail, RecoveryReport};
 pub use options::{Options, SyncPolicy};
-pub use sprig_core::{self as core, Hasher, KeyPath, Node};
+pub use sprig_core::{self as core, Hasher, KeyPath, Node, TableProof};
 pub use state::page::MAX_VALUE_BYTES;
 pub use stats::{ReadKind, Stats};
 pub use write::{

@@ -2,6 +2,7 @@
 
 use crate::error::{Error, Result};
 use crate::io::{IoBackend, BLOCK_BYTES};
+use crate::resolve::Resolvers;
 use sprig_core::Hasher;
 
 /// When commits reach the disk.
@@ -56,6 +57,9 @@ pub struct Options {
     /// The most memory all overlays (finished, uncommitted batches) may hold together.
     /// Default: 4 GiB.
     pub max_overlay_bytes: u64,
+    /// Resolvers for upserts, beyond the built-ins (see [`crate::resolve`]); register them
+    /// with [`Options::resolver`]. Default: none.
+    pub resolvers: Resolvers,
 }
 
 impl Default for Options {
@@ -73,6 +77,7 @@ impl Default for Options {
             auto_clean: true,
             retained_versions: 4,
             max_overlay_bytes: 4 << 30,
+            resolvers: Resolvers::default(),
         }
     }
 }
@@ -115,6 +120,17 @@ impl Options {
             ));
         }
         Ok(())
+    }
+
+    /// Register resolver `name` for tables created with it (see [`crate::resolve`]; it must
+    /// be associative). A name of a built-in resolver is replaced by `f` for this handle.
+    pub fn resolver(
+        mut self,
+        name: impl Into<String>,
+        f: impl Fn(&[u8], &[u8]) -> std::result::Result<Vec<u8>, String> + Send + Sync + 'static,
+    ) -> Options {
+        self.resolvers.insert(name, std::sync::Arc::new(f));
+        self
     }
 
     /// The segment size in blocks.

@@ -65,14 +65,16 @@ fn live_ranges(base: &FaultStorage) -> BTreeMap<String, Vec<(u64, u64)>> {
     )
     .unwrap();
     let mut ranges: BTreeMap<String, Vec<(u64, u64)>> = BTreeMap::new();
-    cp.dir.for_each_page(|_, r| {
-        if let PageLoc::Disk(l) = r.loc {
-            ranges
-                .entry(segment_file_name(loc_segment(l)))
-                .or_default()
-                .push((loc_offset(l), BLOCK_BYTES as u64));
-        }
-    });
+    for (_, dir) in cp.tables.dirs() {
+        dir.for_each_page(|_, r| {
+            if let PageLoc::Disk(l) = r.loc {
+                ranges
+                    .entry(segment_file_name(loc_segment(l)))
+                    .or_default()
+                    .push((loc_offset(l), BLOCK_BYTES as u64));
+            }
+        });
+    }
     for l in cp.table.values.keys() {
         let name = segment_file_name(loc_segment(*l));
         let bytes = base.file_bytes(&name).unwrap();

@@ -65,7 +65,7 @@ fn crafted(len: u64) -> (Arc<MemoryStorage>, sprig::KeyPath) {
         .max()
         .unwrap();
     let mut cp = Checkpoint::load(storage.as_ref(), seq, &Arena::new(), Hasher::Blake3).unwrap();
-    let (prefix, r) = cp.dir.locate(&key);
+    let (prefix, r) = cp.tables.default_dir().locate(&key);
     let Some(r) = r else {
         panic!("no page holds the key");
     };
@@ -114,15 +114,20 @@ fn crafted(len: u64) -> (Arc<MemoryStorage>, sprig::KeyPath) {
         .unwrap();
     // And the checkpoint's directory holds the crafted page's checksum.
     let crafted_ref = Subtree::page(
-        cp.dir.arena(),
+        cp.tables.arena(),
         &PageRef {
             checksum: sprig::codec::checksum(rebuilt.bytes()),
             ..r.clone()
         },
     );
-    let root = cp.dir.root_node();
-    cp.dir = cp.dir.replace(vec![(prefix, crafted_ref)]).unwrap();
-    assert_eq!(cp.dir.root_node(), root);
+    let root = cp.tables.default_dir().root_node();
+    let dir = cp
+        .tables
+        .default_dir()
+        .replace(vec![(prefix, crafted_ref)])
+        .unwrap();
+    assert_eq!(dir.root_node(), root);
+    cp.tables = cp.tables.with_dir(0, dir).unwrap();
     cp.store(storage.as_ref()).unwrap();
     (storage, key)
 }

@@ -276,16 +276,18 @@ fn live_regions(base: &Path, seq: u64) -> Result<LiveSpans, TortureError> {
     }
     let cp = Checkpoint::load(storage.as_ref(), seq, &Arena::new(), Hasher::Blake3)?;
     let mut live = LiveSpans::new();
-    cp.dir.for_each_page(|_, r| {
-        if let PageLoc::Disk(l) = r.loc {
-            live.entry(Region::Page).or_default().push((
-                segment_file_name(loc_segment(l)),
-                loc_offset(l),
-                BLOCK_BYTES as u64,
-            ));
-        }
-    });
-    for (l, (blocks, _)) in &cp.table.values {
+    for (_, dir) in cp.tables.dirs() {
+        dir.for_each_page(|_, r| {
+            if let PageLoc::Disk(l) = r.loc {
+                live.entry(Region::Page).or_default().push((
+                    segment_file_name(loc_segment(l)),
+                    loc_offset(l),
+                    BLOCK_BYTES as u64,
+                ));
+            }
+        });
+    }
+    for (l, (blocks, _, _)) in &cp.table.values {
         live.entry(Region::ValueRecord).or_default().push((
             segment_file_name(loc_segment(*l)),
             loc_offset(*l),

@@ -3,11 +3,14 @@
 //! a finished batch not committed yet, with its own reads and proofs, on which further batches
 //! can build (see [`crate::state::version`] for an overlay's life cycle).
 
+use crate::api::table::Table;
 use crate::api::view::ReadView;
 use crate::error::{Error, Result};
-use crate::state::directory::PageRef;
+use crate::resolve::ResolveFn;
+use crate::state::directory::{Directory, PageRef};
 use crate::state::page::{Page, MAX_INLINE_VALUE_BYTES, MAX_VALUE_BYTES};
 use crate::state::prefix::Prefix;
+use crate::state::tables::{TableId, TableRegions, DEFAULT_TABLE_ID};
 use crate::state::version::Version;
 use crate::state::version::{overlay_bytes, OverlayParts, OverlayState};
 use crate::state::versions::Pin;
@@ -20,14 +23,42 @@ use sprig_core::{MultiProof, Witness};
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
-/// A set of reads and changes on one version, not yet applied.
+/// A change a batch holds for one key.
+#[derive(Clone, Debug)]
+enum Op {
+    /// Set the value.
+    Put(Vec<u8>),
+    /// Remove the key.
+    Delete,
+    /// Combine with the stored value by the table's resolver (or set, when absent).
+    Upsert(Vec<u8>),
+}
+
+/// The reads, changes and loaded pages of one table in a batch.
+#[derive(Default)]
+struct TableBatch {
+    changes: BTreeMap<KeyPath, Op>,
+    reads: BTreeSet<KeyPath>,
+    pages: HashMap<Prefix, Arc<Page>>,
+}
+
+/// A set of reads and changes on one version, not yet applied. Changes to any number of
+/// tables commit together, atomically.
 pub struct WriteBatch {
     inner: Arc<Inner>,
     base: Arc<Version>,
     pin: Pin,
-    changes: BTreeMap<KeyPath, Option<Vec<u8>>>,
-    reads: BTreeSet<KeyPath>,
-    pages: HashMap<Prefix, Arc<Page>>,
+    tables: BTreeMap<TableId, TableBatch>,
+}
+
+fn check_value_len(len: usize) -> Result<()> {
+    if len > MAX_VALUE_BYTES {
+        return Err(Error::ValueTooLarge {
+            len: len as u64,
+            max: MAX_VALUE_BYTES as u64,
+        });
+    }
+    Ok(())
 }
 
 impl WriteBatch {
@@ -44,9 +75,7 @@ impl WriteBatch {
             pin,
             inner,
             base,
-            changes: BTreeMap::new(),
-            reads: BTreeSet::new(),
-            pages: HashMap::new(),
+            tables: BTreeMap::new(),
         }
     }
 
@@ -60,84 +89,291 @@ impl WriteBatch {
         self.base.seq
     }
 
-    /// The number of distinct keys changed so far.
+    /// The number of distinct keys changed so far, in every table.
     pub fn len(&self) -> usize {
-        self.changes.len()
+        self.tables.values().map(|t| t.changes.len()).sum()
     }
 
     /// Whether nothing has been changed.
     pub fn is_empty(&self) -> bool {
-        self.changes.is_empty()
+        self.len() == 0
     }
 
-    /// The value of `key` as this batch sees it (its own changes first). The key is part of
-    /// the batch's witness.
+    /// The batch's state of `table`, checked to exist in the base version.
+    fn table_mut(&mut self, table: &Table) -> Result<&mut TableBatch> {
+        table.dir(&self.base.tables)?;
+        Ok(self.tables.entry(table.id).or_default())
+    }
+
+    /// The value of `key` in the default table as this batch sees it (its own changes
+    /// first). The key is part of the batch's witness.
     pub fn get(&mut self, key: &KeyPath) -> Result<Option<Vec<u8>>> {
-        self.reads.insert(*key);
-        if let Some(change) = self.changes.get(key) {
-            return Ok(change.clone());
+        self.get_in(&Table::default_table(), key)
+    }
+
+    /// The value of `key` in `table` as this batch sees it (its own changes first, an upsert
+    /// resolved against the stored value). The key is part of the batch's witness.
+    pub fn get_in(&mut self, table: &Table, key: &KeyPath) -> Result<Option<Vec<u8>>> {
+        let t = self.table_mut(table)?;
+        t.reads.insert(*key);
+        match t.changes.get(key).cloned() {
+            Some(Op::Put(v)) => Ok(Some(v)),
+            Some(Op::Delete) => Ok(None),
+            Some(Op::Upsert(v)) => {
+                let stored = self.stored(table, key)?;
+                let resolver = self.resolver(table)?;
+                match stored {
+                    Some(old) => resolve(&resolver, table, key, &old, &v).map(Some),
+                    None => Ok(Some(v)),
+                }
+            }
+            None => self.stored(table, key),
         }
-        self.prefetch(&[*key])?;
-        let (prefix, _) = self.base.dir.locate(key);
-        match self.pages.get(&prefix).and_then(|p| p.get(key)) {
-            Some(v) => self.inner.value_bytes(&self.base, key, v).map(Some),
+    }
+
+    /// The value of `key` in `table` in the base version.
+    fn stored(&mut self, table: &Table, key: &KeyPath) -> Result<Option<Vec<u8>>> {
+        self.prefetch_in(table, &[*key])?;
+        let dir = table.dir(&self.base.tables)?;
+        let (prefix, _) = dir.locate(key);
+        let page = self
+            .tables
+            .get(&table.id)
+            .and_then(|t| t.pages.get(&prefix))
+            .cloned();
+        match page.as_ref().and_then(|p| p.get(key)) {
+            Some(v) => self
+                .inner
+                .value_bytes(&self.base, table.id, key, v)
+                .map(Some),
             None => Ok(None),
         }
     }
 
-    /// Set `key` to `value`.
+    /// The resolver of `table`, from its description in the base version.
+    fn resolver(&self, table: &Table) -> Result<Arc<ResolveFn>> {
+        let def = self
+            .base
+            .tables
+            .def(table.id)
+            .ok_or_else(|| Error::NoSuchTable(table.name.to_string()))?;
+        let name = def
+            .resolver
+            .ok_or_else(|| Error::NoResolver(def.name.clone()))?;
+        self.inner
+            .options
+            .resolvers
+            .get(&name)
+            .ok_or(Error::ResolverMissing {
+                table: def.name,
+                resolver: name,
+            })
+    }
+
+    /// Set `key` to `value` in the default table.
     pub fn put(&mut self, key: KeyPath, value: impl Into<Vec<u8>>) -> Result<()> {
+        self.put_in(&Table::default_table(), key, value)
+    }
+
+    /// Set `key` to `value` in `table`.
+    pub fn put_in(&mut self, table: &Table, key: KeyPath, value: impl Into<Vec<u8>>) -> Result<()> {
         let value = value.into();
-        if value.len() > MAX_VALUE_BYTES {
-            return Err(Error::ValueTooLarge {
-                len: value.len() as u64,
-                max: MAX_VALUE_BYTES as u64,
-            });
-        }
-        self.changes.insert(key, Some(value));
+        check_value_len(value.len())?;
+        self.table_mut(table)?.changes.insert(key, Op::Put(value));
         Ok(())
     }
 
-    /// Remove `key` (a no-op if absent).
+    /// Remove `key` from the default table (a no-op if absent).
     pub fn delete(&mut self, key: KeyPath) {
-        self.changes.insert(key, None);
+        if let Some(t) = self.tables.get_mut(&DEFAULT_TABLE_ID) {
+            t.changes.insert(key, Op::Delete);
+        } else {
+            let mut t = TableBatch::default();
+            t.changes.insert(key, Op::Delete);
+            self.tables.insert(DEFAULT_TABLE_ID, t);
+        }
     }
 
-    /// Read the pages of `keys` now, all in flight at once, so later gets and `finish` find
-    /// them in memory.
+    /// Remove `key` from `table` (a no-op if absent).
+    pub fn delete_in(&mut self, table: &Table, key: KeyPath) -> Result<()> {
+        self.table_mut(table)?.changes.insert(key, Op::Delete);
+        Ok(())
+    }
+
+    /// Upsert `value` at `key` in the default table (which needs a resolver: see
+    /// [`WriteBatch::upsert_in`]).
+    pub fn upsert(&mut self, key: KeyPath, value: impl Into<Vec<u8>>) -> Result<()> {
+        self.upsert_in(&Table::default_table(), key, value)
+    }
+
+    /// Upsert `value` at `key` in `table`: when the batch is finished, the key holds
+    /// `resolve(stored, value)` if it held a value, else `value`, where `resolve` is the
+    /// table's resolver (see [`crate::resolve`]). Several upserts of a key in one batch are
+    /// combined in order; a put or delete before them is their stored value. No read happens
+    /// now: the stored value comes from the page `finish` reads anyway, so an upsert costs what
+    /// a put costs. Fails at once if the table has no resolver or this handle lacks it.
+    pub fn upsert_in(
+        &mut self,
+        table: &Table,
+        key: KeyPath,
+        value: impl Into<Vec<u8>>,
+    ) -> Result<()> {
+        let value = value.into();
+        check_value_len(value.len())?;
+        let resolver = self.resolver(table)?;
+        let t = self.table_mut(table)?;
+        let op = match t.changes.remove(&key) {
+            None => Op::Upsert(value),
+            Some(Op::Delete) => Op::Put(value),
+            Some(Op::Put(old)) => Op::Put(resolve(&resolver, table, &key, &old, &value)?),
+            Some(Op::Upsert(old)) => Op::Upsert(resolve(&resolver, table, &key, &old, &value)?),
+        };
+        t.changes.insert(key, op);
+        Ok(())
+    }
+
+    /// Read the pages of `keys` in the default table now, all in flight at once, so later
+    /// gets and `finish` find them in memory.
     pub fn prefetch(&mut self, keys: &[KeyPath]) -> Result<()> {
+        self.prefetch_in(&Table::default_table(), keys)
+    }
+
+    /// Read the pages of `keys` in `table` now, all in flight at once.
+    pub fn prefetch_in(&mut self, table: &Table, keys: &[KeyPath]) -> Result<()> {
+        let dir = table.dir(&self.base.tables)?;
+        let t = self.tables.entry(table.id).or_default();
         let mut wanted: Vec<(Prefix, PageRef)> = Vec::new();
         let mut queued = HashSet::new();
         for key in keys {
-            let (prefix, page) = self.base.dir.locate(key);
+            let (prefix, page) = dir.locate(key);
             if let Some(r) = page {
-                if !self.pages.contains_key(&prefix) && queued.insert(prefix) {
+                if !t.pages.contains_key(&prefix) && queued.insert(prefix) {
                     wanted.push((prefix, r));
                 }
             }
         }
         let loaded = self.inner.load_pages(&wanted, ReadKind::Batch)?;
         for ((prefix, _), page) in wanted.into_iter().zip(loaded) {
-            self.pages.insert(prefix, page);
+            t.pages.insert(prefix, page);
         }
         Ok(())
     }
 
-    /// Apply the batch in memory: an overlay with the new root, and the witness of every key
-    /// read or written against the base root.
+    /// Apply the batch in memory: an overlay with the new roots, and the witness of every key
+    /// read or written against the base roots, per table.
     pub fn finish(mut self) -> Result<Pending> {
         self.base.check_usable(self.inner.head().seq)?;
+        let new_seq = self
+            .base
+            .seq
+            .checked_add(1)
+            .ok_or_else(|| Error::internal("commit sequence numbers exhausted"))?;
+        let stamp = crate::state::page::Stamp {
+            seq: new_seq,
+            synced: self.inner.options.sync == crate::options::SyncPolicy::Always,
+        };
+        // The default table always has a witness, even when the batch does not touch it.
+        self.tables.entry(DEFAULT_TABLE_ID).or_default();
+        let ids: Vec<TableId> = self.tables.keys().copied().collect();
+        let mut tables = self.base.tables.clone();
+        let mut out = Finished::default();
+        for id in ids {
+            let def = self
+                .base
+                .tables
+                .def(id)
+                .ok_or_else(|| Error::internal("a batch holds a table its base lacks"))?;
+            let table = Table {
+                id,
+                name: Arc::from(def.name.as_str()),
+            };
+            let dir = self.finish_table(&table, stamp, &mut out)?;
+            tables = tables
+                .with_dir(id, dir)
+                .map_err(|e| Error::internal(format!("finishing a batch: {e}")))?;
+        }
+        self.inner.counters.hashes_needed(out.hashes_needed);
+        let mut new_pages = 0u64;
+        for (_, subtree) in out.regions.values().flatten() {
+            crate::log::record::for_each_page_ref(subtree, &mut |_| new_pages += 1);
+        }
+        let charge = self.inner.overlay_memory.charge(
+            overlay_bytes(new_pages, &out.new_values),
+            self.inner.options.max_overlay_bytes,
+        )?;
+        let parts = OverlayParts {
+            regions: out.regions,
+            new_values: out.new_values,
+            freed_values: out.freed_values,
+            freed_unwritten: out.freed_unwritten,
+            witnesses: out.witnesses,
+            splits: out.splits,
+            merges: out.merges,
+            new_pages,
+        };
+        let version = Arc::new(Version {
+            id: self.inner.versions.next_id(),
+            seq: new_seq,
+            tables,
+            overlay: Some(OverlayState::new(self.base.clone(), parts, charge)),
+        });
+        Ok(Pending {
+            inner: self.inner,
+            version,
+            _pin: Arc::new(self.pin),
+        })
+    }
+
+    /// Apply the batch's changes to one table: its new directory; regions, values, witness
+    /// and counts go to `out`.
+    fn finish_table(
+        &mut self,
+        table: &Table,
+        stamp: crate::state::page::Stamp,
+        out: &mut Finished,
+    ) -> Result<Directory> {
         let hasher = self.inner.hasher;
+        let id = table.id;
+        let base_dir = table.dir(&self.base.tables)?.clone();
         let touched: Vec<KeyPath> = {
-            let mut k: Vec<KeyPath> = self.changes.keys().copied().collect();
-            k.extend(self.reads.iter().copied());
+            let t = self.tables.get(&id).map(|t| (&t.changes, &t.reads));
+            let mut k: Vec<KeyPath> = Vec::new();
+            if let Some((changes, reads)) = t {
+                k.extend(changes.keys().copied());
+                k.extend(reads.iter().copied());
+            }
             k.sort_unstable();
             k.dedup();
             k
         };
-        self.prefetch(&touched)?;
-        let base_dir = self.base.dir.clone();
-        let changes: Vec<Change> = std::mem::take(&mut self.changes).into_iter().collect();
+        self.prefetch_in(table, &touched)?;
+        let ops = self
+            .tables
+            .get_mut(&id)
+            .map(|t| std::mem::take(&mut t.changes))
+            .unwrap_or_default();
+        // Upserts take the stored value from the pages just loaded.
+        let mut changes: Vec<Change> = Vec::with_capacity(ops.len());
+        for (key, op) in ops {
+            let value = match op {
+                Op::Put(v) => Some(v),
+                Op::Delete => None,
+                Op::Upsert(v) => match self.stored(table, &key)? {
+                    Some(old) => {
+                        let resolved = resolve(&self.resolver(table)?, table, &key, &old, &v)?;
+                        check_value_len(resolved.len())?;
+                        Some(resolved)
+                    }
+                    None => Some(v),
+                },
+            };
+            changes.push((key, value));
+        }
+        let pages = self
+            .tables
+            .get(&id)
+            .map(|t| t.pages.clone())
+            .unwrap_or_default();
 
         // Cut the (sorted) keys and changes into runs, one per region they fall in.
         let mut works: Vec<RegionWork> = Vec::new();
@@ -149,22 +385,13 @@ impl WriteBatch {
             let c_end = c + changes[c..].partition_point(|(key, _)| prefix.contains(key));
             works.push(RegionWork {
                 prefix,
-                page: self.pages.get(&prefix).cloned(),
+                page: pages.get(&prefix).cloned(),
                 keys: k..k_end,
                 changes: c..c_end,
             });
             k = k_end;
             c = c_end;
         }
-        let new_seq = self
-            .base
-            .seq
-            .checked_add(1)
-            .ok_or_else(|| Error::internal("commit sequence numbers exhausted"))?;
-        let stamp = crate::state::page::Stamp {
-            seq: new_seq,
-            synced: self.inner.options.sync == crate::options::SyncPolicy::Always,
-        };
         let rewritten =
             rewrite_regions(base_dir.arena(), hasher, stamp, &works, &touched, &changes)?;
 
@@ -190,16 +417,16 @@ impl WriteBatch {
                 &mut proof,
             )
             .map_err(|e| Error::corruption("<directory>", 0, e.to_string()))?;
-        let witness = Witness {
-            keys: touched,
-            proof: MultiProof { nodes: proof },
-        };
+        out.witnesses.insert(
+            id,
+            Witness {
+                keys: touched,
+                proof: MultiProof { nodes: proof },
+            },
+        );
 
         let mut regions: Vec<Region> = Vec::new();
-        let mut freed_values = Vec::new();
-        let mut freed_unwritten = Vec::new();
-        let mut splits = 0u64;
-        let mut hashes_needed = branches_above(
+        out.hashes_needed += branches_above(
             works
                 .iter()
                 .zip(&rewritten)
@@ -207,53 +434,58 @@ impl WriteBatch {
                 .map(|(w, _)| w.prefix),
         );
         for (work, r) in works.iter().zip(rewritten) {
-            hashes_needed += r.hashes_needed;
-            freed_values.extend(r.freed);
-            freed_unwritten.extend(r.freed_unwritten);
-            splits += r.splits;
+            out.hashes_needed += r.hashes_needed;
+            out.freed_values.extend(r.freed);
+            out.freed_unwritten
+                .extend(r.freed_unwritten.into_iter().map(|k| (id, k)));
+            out.splits += r.splits;
             if let Some(subtree) = r.subtree {
                 regions.push((work.prefix, subtree));
             }
         }
-        let new_values: BTreeMap<KeyPath, Vec<u8>> = changes
-            .into_iter()
-            .filter_map(|(key, v)| {
-                v.filter(|v| v.len() > MAX_INLINE_VALUE_BYTES)
-                    .map(|v| (key, v))
-            })
-            .collect();
-        let (dir, regions, merges) = merge_sparse(&self.inner, &base_dir, regions, stamp)?;
-        self.inner.counters.hashes_needed(hashes_needed);
-        let mut new_pages = 0u64;
-        for (_, subtree) in &regions {
-            crate::log::record::for_each_page_ref(subtree, &mut |_| new_pages += 1);
+        for (key, v) in changes {
+            if let Some(v) = v.filter(|v| v.len() > MAX_INLINE_VALUE_BYTES) {
+                out.new_values.insert((id, key), v);
+            }
         }
-        let charge = self.inner.overlay_memory.charge(
-            overlay_bytes(new_pages, &new_values),
-            self.inner.options.max_overlay_bytes,
-        )?;
-        let parts = OverlayParts {
-            regions,
-            new_values,
-            freed_values,
-            freed_unwritten,
-            witness,
-            splits,
-            merges,
-            new_pages,
-        };
-        let version = Arc::new(Version {
-            id: self.inner.versions.next_id(),
-            seq: new_seq,
-            dir,
-            overlay: Some(OverlayState::new(self.base.clone(), parts, charge)),
-        });
-        Ok(Pending {
-            inner: self.inner,
-            version,
-            _pin: Arc::new(self.pin),
-        })
+        let (dir, regions, merges) = merge_sparse(&self.inner, &base_dir, regions, stamp)?;
+        out.merges += merges;
+        if !regions.is_empty() {
+            out.regions.insert(id, regions);
+        }
+        Ok(dir)
     }
+}
+
+/// What finishing a batch collects over its tables.
+#[derive(Default)]
+struct Finished {
+    regions: TableRegions,
+    new_values: BTreeMap<(TableId, KeyPath), Vec<u8>>,
+    freed_values: Vec<u64>,
+    freed_unwritten: Vec<(TableId, KeyPath)>,
+    witnesses: BTreeMap<TableId, Witness>,
+    splits: u64,
+    merges: u64,
+    hashes_needed: u64,
+}
+
+/// Resolve an upsert of `new` on `old` at `key` of `table`; a refusal is an invalid argument
+/// naming the key and table.
+fn resolve(
+    f: &Arc<ResolveFn>,
+    table: &Table,
+    key: &KeyPath,
+    old: &[u8],
+    new: &[u8],
+) -> Result<Vec<u8>> {
+    f(old, new).map_err(|why| {
+        Error::InvalidArgument(format!(
+            "upsert of key {} in table {:?}: {why}",
+            crate::codec::hex(key),
+            table.name()
+        ))
+    })
 }
 
 /// Uncommitted changes: a finished batch, on top of a committed version or another overlay.
@@ -266,14 +498,26 @@ pub struct Pending {
 }
 
 impl Pending {
-    /// The state root after this overlay.
+    /// The default table's root after this overlay (the state root of a database without
+    /// other tables).
     pub fn root(&self) -> Node {
-        self.version.dir.root_node()
+        self.version.tables.default_dir().root_node()
     }
 
-    /// The state root of the version this overlay builds on.
+    /// The database root after this overlay: the root of every table's root.
+    pub fn db_root(&self) -> Node {
+        self.version.tables.db_root()
+    }
+
+    /// `table`'s root after this overlay.
+    pub fn table_root(&self, table: &Table) -> Result<Node> {
+        Ok(table.dir(&self.version.tables)?.root_node())
+    }
+
+    /// The default table's root in the version this overlay builds on.
     pub fn base_root(&self) -> Node {
-        self.state().map_or([0; 32], |o| o.parent().dir.root_node())
+        self.state()
+            .map_or([0; 32], |o| o.parent().tables.default_dir().root_node())
     }
 
     /// The sequence number of the version this overlay builds on.
@@ -286,9 +530,9 @@ impl Pending {
         self.version.seq
     }
 
-    /// The number of entries in this overlay's state.
+    /// The number of entries in this overlay's default table.
     pub fn len(&self) -> u64 {
-        self.version.dir.len()
+        self.version.tables.default_dir().len()
     }
 
     /// Whether this overlay's state is empty.
@@ -296,14 +540,24 @@ impl Pending {
         self.len() == 0
     }
 
-    /// The witness of every key the batch read or wrote, against the base root.
+    /// The witness of every key of the default table the batch read or wrote, against the
+    /// base root.
     pub fn witness(&self) -> &Witness {
-        /// Every `Pending` is made by `finish` and so has overlay state; this never shows.
+        /// Every `Pending` is made by `finish` and so has overlay state with the default
+        /// table's witness; this never shows.
         static NONE: Witness = Witness {
             keys: Vec::new(),
             proof: sprig_core::MultiProof { nodes: Vec::new() },
         };
-        self.state().map_or(&NONE, |o| &o.witness)
+        self.state()
+            .and_then(|o| o.witnesses.get(&DEFAULT_TABLE_ID))
+            .unwrap_or(&NONE)
+    }
+
+    /// The witness of every key of `table` the batch read or wrote, against the table's root
+    /// in the base version; `None` if the batch did not touch the table.
+    pub fn witness_in(&self, table: &Table) -> Option<&Witness> {
+        self.state().and_then(|o| o.witnesses.get(&table.id))
     }
 
     /// Whether this overlay has been committed.

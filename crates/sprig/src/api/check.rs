@@ -40,24 +40,27 @@ impl CheckReport {
 }
 
 impl Db {
-    /// Read and verify every page and value of the latest version. `progress` is called with
+    /// Read and verify every page and value of every table of the latest version. `progress` is called with
     /// (pages done, pages total) after each batch. I/O errors and corruption are collected in
     /// the report, not returned; the call itself fails only if it cannot proceed at all.
     pub fn check(&self, progress: &mut dyn FnMut(u64, u64)) -> Result<CheckReport> {
         let view = self.view();
-        let dir = &view.version.dir;
         let mut total = 0u64;
-        dir.for_each_page(|_, _| total += 1);
+        for (_, dir) in view.version.tables.dirs() {
+            dir.for_each_page(|_, _| total += 1);
+        }
         let mut report = CheckReport::default();
-        let mut next = Some([0u8; 32]);
-        while let Some(start) = next {
-            let pages = dir.pages_from(&start, PAGES_PER_BATCH);
-            let Some((last, _)) = pages.last() else {
-                break;
-            };
-            next = last.next_key();
-            self.check_pages(&pages, &mut report);
-            progress(report.pages, total);
+        for (_, dir) in view.version.tables.dirs() {
+            let mut next = Some([0u8; 32]);
+            while let Some(start) = next {
+                let pages = dir.pages_from(&start, PAGES_PER_BATCH);
+                let Some((last, _)) = pages.last() else {
+                    break;
+                };
+                next = last.next_key();
+                self.check_pages(&pages, &mut report);
+                progress(report.pages, total);
+            }
         }
         Ok(report)
     }

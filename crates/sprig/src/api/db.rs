@@ -9,6 +9,7 @@
 
 use crate::api::batch::Pending;
 use crate::api::batch::WriteBatch;
+use crate::api::table::{table_infos, Table, TableInfo, TableOptions};
 use crate::api::view::ReadView;
 use crate::error::{Error, Result};
 use crate::io::{self, MemoryStorage, Storage};
@@ -21,12 +22,14 @@ use crate::log::writer::Writer;
 use crate::log::Log;
 use crate::options::Options;
 use crate::state::cache::PageCache;
-use crate::state::directory::{Arena, Directory};
+use crate::state::directory::Arena;
+use crate::state::tables::{Tables, DEFAULT_TABLE_ID};
 use crate::state::version::OverlayMemory;
 use crate::state::version::Version;
 use crate::state::versions::Versions;
 use crate::stats::{Counters, Stats};
 use crate::write::bulk::BUFFER_BYTES;
+use crate::write::catalog::CatalogChange;
 use crate::write::cleaner::CleanMode;
 use crate::write::engine::Inner;
 use crate::write::{BulkOptions, BulkProgress, BulkReport, CommitInfo, ImportOptions};
@@ -227,11 +230,11 @@ impl Db {
         }
         let mut snapshots = std::collections::VecDeque::new();
         let mut history: Vec<Arc<Version>> = Vec::new();
-        for (dir, snapshot) in recovered.history {
+        for (tables, snapshot) in recovered.history {
             history.push(Arc::new(Version {
                 id: history.len() as u64,
                 seq: snapshot.seq,
-                dir,
+                tables,
                 overlay: None,
             }));
             snapshots.push_back(snapshot);
@@ -240,9 +243,24 @@ impl Db {
             history.push(Arc::new(Version {
                 id: 0,
                 seq: 0,
-                dir: Directory::empty(&recovered.arena, manifest.hasher),
+                tables: Tables::empty(&recovered.arena, manifest.hasher),
                 overlay: None,
             }));
+        }
+        // A writer must be able to resolve every table's upserts.
+        if access == Access::ReadWrite {
+            if let Some(latest) = history.last() {
+                for def in latest.tables.defs() {
+                    if let Some(r) = def.resolver {
+                        if options.resolvers.get(&r).is_none() {
+                            return Err(Error::ResolverMissing {
+                                table: def.name,
+                                resolver: r,
+                            });
+                        }
+                    }
+                }
+            }
         }
         let next_id = history.len() as u64;
         let versions = Versions::new(history, options.retained_versions, next_id)?;
@@ -368,9 +386,16 @@ impl Db {
             .map(Some)
     }
 
-    /// The latest state root.
+    /// The default table's latest root: the state root of a database without other tables,
+    /// bit-for-bit NOMT's.
     pub fn root(&self) -> Node {
-        self.inner.head().dir.root_node()
+        self.inner.head().tables.default_dir().root_node()
+    }
+
+    /// The latest database root: the root of every table's root (see
+    /// [`sprig_core::tables`]).
+    pub fn db_root(&self) -> Node {
+        self.inner.head().tables.db_root()
     }
 
     /// The latest commit's sequence number.
@@ -378,9 +403,9 @@ impl Db {
         self.inner.head().seq
     }
 
-    /// The number of entries in the latest version (O(1)).
+    /// The number of entries in the latest version's default table (O(1)).
     pub fn len(&self) -> u64 {
-        self.inner.head().dir.len()
+        self.inner.head().tables.default_dir().len()
     }
 
     /// Whether the latest version holds no entry.
@@ -399,12 +424,14 @@ impl Db {
     pub fn stats(&self) -> Stats {
         let mut s = self.inner.counters.snapshot();
         let head = self.inner.head();
-        s.entries = head.dir.len();
+        s.entries = head.tables.total_len();
         s.seq = head.seq;
         let mut pages = 0u64;
-        head.dir.for_each_page(|_, _| pages += 1);
+        for (_, dir) in head.tables.dirs() {
+            dir.for_each_page(|_, _| pages += 1);
+        }
         s.pages = pages;
-        let arena = head.dir.arena();
+        let arena = head.tables.arena();
         s.directory_bytes = arena.live_bytes();
         s.directory_nodes = {
             let (branches, pages) = arena.live();
@@ -419,6 +446,54 @@ impl Db {
         s.disk_bytes = w.table.used_blocks() * io::BLOCK_BYTES as u64;
         s.live_bytes = w.table.live_blocks() * io::BLOCK_BYTES as u64;
         s
+    }
+}
+
+/// Tables: each its own key space and root, all committed together (see
+/// [`sprig_core::tables`] for the database root over them).
+impl Db {
+    /// Create an empty table `name`, as a commit of its own (overlays built on the previous
+    /// version become stale, as after any commit). Its resolver (see [`crate::resolve`]) must
+    /// be a built-in or registered with this handle's options.
+    pub fn create_table(&self, name: &str, options: TableOptions) -> Result<Table> {
+        let (_, id) = self.inner.change_catalog(CatalogChange::Create {
+            name: name.to_string(),
+            resolver: options.resolver,
+        })?;
+        Ok(Table {
+            id,
+            name: Arc::from(name),
+        })
+    }
+
+    /// Drop table `name` and its entries, as a commit of its own. Its space is reclaimed once
+    /// no retained version holds it; rolling back to a version before the drop brings it
+    /// back. The default table cannot be dropped.
+    pub fn drop_table(&self, name: &str) -> Result<CommitInfo> {
+        self.inner
+            .change_catalog(CatalogChange::Drop {
+                name: name.to_string(),
+            })
+            .map(|(info, _)| info)
+    }
+
+    /// The table named `name` in the latest version.
+    pub fn table(&self, name: &str) -> Result<Table> {
+        let def = self
+            .inner
+            .head()
+            .tables
+            .by_name(name)
+            .ok_or_else(|| Error::NoSuchTable(name.to_string()))?;
+        Ok(Table {
+            id: def.id,
+            name: Arc::from(def.name.as_str()),
+        })
+    }
+
+    /// Every table of the latest version, the default table first.
+    pub fn tables(&self) -> Vec<TableInfo> {
+        table_infos(&self.inner.head().tables)
     }
 }
 
@@ -487,7 +562,21 @@ impl Db {
     where
         I: IntoIterator<Item = Result<(KeyPath, Option<Vec<u8>>)>>,
     {
-        self.inner.import_sorted(changes, options)
+        self.inner.import_sorted(DEFAULT_TABLE_ID, changes, options)
+    }
+
+    /// [`Db::import_sorted`] into `table`.
+    pub fn import_sorted_into<I>(
+        &self,
+        table: &Table,
+        changes: I,
+        options: &ImportOptions,
+    ) -> Result<CommitInfo>
+    where
+        I: IntoIterator<Item = Result<(KeyPath, Option<Vec<u8>>)>>,
+    {
+        table.dir(&self.inner.head().tables)?;
+        self.inner.import_sorted(table.id, changes, options)
     }
 
     /// Make the retained version `seq` the latest again, durably, as a new commit. Fails if
@@ -516,7 +605,7 @@ fn create_files(storage: &dyn Storage, options: &Options) -> Result<Manifest> {
         wal_offset: 0,
         durable_seq: 0,
         table: SegmentTable::new(manifest.segment_blocks),
-        dir: Directory::empty(&Arena::new(), hasher),
+        tables: Tables::empty(&Arena::new(), hasher),
     }
     .store(storage)?;
     manifest.store(storage)?;

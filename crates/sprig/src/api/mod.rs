@@ -9,4 +9,5 @@ pub(crate) mod db;
 pub(crate) mod handle;
 pub(crate) mod pipeline;
 pub(crate) mod scan;
+pub(crate) mod table;
 pub(crate) mod view;

@@ -1,6 +1,7 @@
 //! Iteration over the entries of a read view in key-path order, reading pages in batches
 //! with many reads in flight. Full scans (export, state sync) and ranges build on it.
 
+use crate::api::table::Table;
 use crate::api::view::ReadView;
 use crate::error::Result;
 use crate::state::page::Page;
@@ -15,21 +16,35 @@ const PAGES_PER_BATCH: usize = 64;
 /// order. Yields an error (and then stops) if a page cannot be read or fails its checks.
 pub struct Entries<'v> {
     view: &'v ReadView,
+    table: Table,
     next: Option<KeyPath>,
     end: Option<KeyPath>,
     buffer: VecDeque<(std::sync::Arc<Page>, usize)>,
 }
 
 impl ReadView {
-    /// Every entry, in key-path order.
+    /// Every entry of the default table, in key-path order.
     pub fn iter(&self) -> Entries<'_> {
         self.range([0u8; 32], None)
     }
 
-    /// The entries with `start <= key < end` (no end: to the last key), in key-path order.
+    /// Every entry of `table`, in key-path order.
+    pub fn iter_in(&self, table: &Table) -> Entries<'_> {
+        self.range_in(table, [0u8; 32], None)
+    }
+
+    /// The entries of the default table with `start <= key < end` (no end: to the last key),
+    /// in key-path order.
     pub fn range(&self, start: KeyPath, end: Option<KeyPath>) -> Entries<'_> {
+        self.range_in(&Table::default_table(), start, end)
+    }
+
+    /// The entries of `table` with `start <= key < end` (no end: to the last key), in
+    /// key-path order. A table this view does not hold yields [`crate::Error::NoSuchTable`].
+    pub fn range_in(&self, table: &Table, start: KeyPath, end: Option<KeyPath>) -> Entries<'_> {
         Entries {
             view: self,
+            table: table.clone(),
             next: Some(start),
             end,
             buffer: VecDeque::new(),
@@ -48,7 +63,7 @@ impl Entries<'_> {
                 self.next = None;
                 return Ok(());
             }
-            let dir = &self.view.version.dir;
+            let dir = self.table.dir(&self.view.version.tables)?;
             let pages = dir.pages_from(&start, PAGES_PER_BATCH);
             let Some((last, _)) = pages.last() else {
                 self.next = None;
@@ -82,7 +97,7 @@ impl Iterator for Entries<'_> {
         Some(
             self.view
                 .inner
-                .value_bytes(&self.view.version, entry.key, entry.value)
+                .value_bytes(&self.view.version, self.table.id, entry.key, entry.value)
                 .map(|bytes| (*entry.key, bytes)),
         )
     }

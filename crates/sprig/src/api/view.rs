@@ -1,6 +1,7 @@
 //! Read views: a consistent, read-only view of one version (committed, retained or an
 //! overlay), pinned so that no commit deletes what it reads: values, proofs and witnesses.
 
+use crate::api::table::{table_infos, Table, TableInfo};
 use crate::error::{Error, Result};
 use crate::state::prefix::Prefix;
 use crate::state::version::Version;
@@ -8,6 +9,7 @@ use crate::state::versions::Pin;
 use crate::stats::ReadKind;
 use crate::write::engine::Inner;
 use sprig_core::proof::{MultiProof, PathProof};
+use sprig_core::tables::{table_root_proof, TableProof};
 use sprig_core::trie::{KeyPath, Node};
 use sprig_core::Witness;
 use std::sync::Arc;
@@ -49,30 +51,70 @@ impl ReadView {
         self.version.seq
     }
 
-    /// The version's state root.
+    /// The default table's root (the state root of a database without other tables).
     pub fn root(&self) -> Node {
-        self.version.dir.root_node()
+        self.version.tables.default_dir().root_node()
     }
 
-    /// The number of entries in this version.
+    /// The database root: the root of every table's root (see [`sprig_core::tables`]).
+    pub fn db_root(&self) -> Node {
+        self.version.tables.db_root()
+    }
+
+    /// `table`'s root in this version.
+    pub fn table_root(&self, table: &Table) -> Result<Node> {
+        Ok(table.dir(&self.version.tables)?.root_node())
+    }
+
+    /// Every table of this version, the default table first.
+    pub fn tables(&self) -> Vec<TableInfo> {
+        table_infos(&self.version.tables)
+    }
+
+    /// The table named `name` in this version.
+    pub fn table(&self, name: &str) -> Result<Table> {
+        let def = self
+            .version
+            .tables
+            .by_name(name)
+            .ok_or_else(|| Error::NoSuchTable(name.to_string()))?;
+        Ok(Table {
+            id: def.id,
+            name: Arc::from(def.name.as_str()),
+        })
+    }
+
+    /// The number of entries in this version's default table.
     pub fn len(&self) -> u64 {
-        self.version.dir.len()
+        self.version.tables.default_dir().len()
     }
 
-    /// Whether this version holds no entry.
+    /// The number of entries in `table`.
+    pub fn len_in(&self, table: &Table) -> Result<u64> {
+        Ok(table.dir(&self.version.tables)?.len())
+    }
+
+    /// Whether this version's default table holds no entry.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
-    /// The region (trie position) of the page or empty region holding `key`.
+    /// The region (trie position) of the page or empty region holding `key` in the default
+    /// table.
     pub fn region_of(&self, key: &KeyPath) -> Prefix {
-        self.version.dir.locate(key).0
+        self.version.tables.default_dir().locate(key).0
     }
 
-    /// The value of `key`: one SSD read unless the page is cached (plus one for a value
-    /// stored in the value log).
+    /// The value of `key` in the default table: one SSD read unless the page is cached (plus
+    /// one for a value stored in the value log).
     pub fn get(&self, key: &KeyPath) -> Result<Option<Vec<u8>>> {
-        let (prefix, page) = self.version.dir.locate(key);
+        self.get_in(&Table::default_table(), key)
+    }
+
+    /// The value of `key` in `table`.
+    pub fn get_in(&self, table: &Table, key: &KeyPath) -> Result<Option<Vec<u8>>> {
+        let dir = table.dir(&self.version.tables)?;
+        let (prefix, page) = dir.locate(key);
         let Some(r) = page else {
             return Ok(None);
         };
@@ -82,73 +124,110 @@ impl ReadView {
             .pop()
             .ok_or_else(|| Error::internal("a page asked for was not loaded"))?;
         match page.get(key) {
-            Some(v) => self.inner.value_bytes(&self.version, key, v).map(Some),
+            Some(v) => self
+                .inner
+                .value_bytes(&self.version, table.id, key, v)
+                .map(Some),
             None => Ok(None),
         }
     }
 
-    /// The values of many keys, with all their page reads in flight at once.
+    /// The values of many keys of the default table, with all their page reads in flight at
+    /// once.
     pub fn get_many(&self, keys: &[KeyPath]) -> Result<Vec<Option<Vec<u8>>>> {
-        let pages = self
-            .inner
-            .pages_for(&self.version.dir, keys, ReadKind::Lookup)?;
+        self.get_many_in(&Table::default_table(), keys)
+    }
+
+    /// The values of many keys of `table`, with all their page reads in flight at once.
+    pub fn get_many_in(&self, table: &Table, keys: &[KeyPath]) -> Result<Vec<Option<Vec<u8>>>> {
+        let dir = table.dir(&self.version.tables)?;
+        let pages = self.inner.pages_for(dir, keys, ReadKind::Lookup)?;
         keys.iter()
             .map(|key| {
-                let (prefix, _) = self.version.dir.locate(key);
+                let (prefix, _) = dir.locate(key);
                 match pages.get(&prefix).and_then(|p| p.get(key)) {
-                    Some(v) => self.inner.value_bytes(&self.version, key, v).map(Some),
+                    Some(v) => self
+                        .inner
+                        .value_bytes(&self.version, table.id, key, v)
+                        .map(Some),
                     None => Ok(None),
                 }
             })
             .collect()
     }
 
-    /// A proof of inclusion or exclusion of `key` against this version's root.
+    /// A proof of inclusion or exclusion of `key` against the default table's root.
     pub fn path_proof(&self, key: &KeyPath) -> Result<PathProof> {
-        let pages = self
-            .inner
-            .pages_for(&self.version.dir, &[*key], ReadKind::Proof)?;
-        self.version
-            .dir
-            .path_proof(key, &|p| pages.get(p).map(|a| a.as_ref()))
+        self.path_proof_in(&Table::default_table(), key)
+    }
+
+    /// A proof of inclusion or exclusion of `key` against `table`'s root.
+    pub fn path_proof_in(&self, table: &Table, key: &KeyPath) -> Result<PathProof> {
+        let dir = table.dir(&self.version.tables)?;
+        let pages = self.inner.pages_for(dir, &[*key], ReadKind::Proof)?;
+        dir.path_proof(key, &|p| pages.get(p).map(|a| a.as_ref()))
             .map_err(|e| Error::corruption("<directory>", 0, e.to_string()))
     }
 
-    /// One proof of many keys, sharing common siblings.
+    /// A proof of `key` in `table` against the database root ([`ReadView::db_root`]): the
+    /// table's root under the database root, and the key under the table's root. Check it with
+    /// [`TableProof::verify`] (in `sprig-core`).
+    pub fn table_proof(&self, table: &Table, key: &KeyPath) -> Result<TableProof> {
+        let key_proof = self.path_proof_in(table, key)?;
+        let roots = self.version.tables.roots();
+        Ok(TableProof {
+            table_root: table.dir(&self.version.tables)?.root_node(),
+            table: table_root_proof(
+                self.inner.hasher,
+                roots.iter().map(|(n, r)| (n.as_str(), *r)),
+                table.name(),
+            ),
+            key: key_proof,
+        })
+    }
+
+    /// One proof of many keys of the default table, sharing common siblings.
     pub fn multi_proof(&self, keys: &[KeyPath]) -> Result<MultiProof> {
+        self.multi_proof_in(&Table::default_table(), keys)
+    }
+
+    /// One proof of many keys of `table`, sharing common siblings.
+    pub fn multi_proof_in(&self, table: &Table, keys: &[KeyPath]) -> Result<MultiProof> {
+        let dir = table.dir(&self.version.tables)?;
         let keys = sorted_distinct(keys);
-        let pages = self
-            .inner
-            .pages_for(&self.version.dir, &keys, ReadKind::Proof)?;
+        let pages = self.inner.pages_for(dir, &keys, ReadKind::Proof)?;
         let mut nodes = Vec::new();
         let hasher = self.inner.hasher;
-        self.version
-            .dir
-            .prove(
-                &keys,
-                &mut |prefix, page_ref, keys, out| match page_ref {
-                    Some(_) => {
-                        let page = pages.get(prefix).ok_or(
-                            crate::state::directory::DirectoryError::PageMissing(*prefix),
-                        )?;
-                        page.prove(hasher, keys, out);
-                        Ok(())
-                    }
-                    None => {
-                        out.push(sprig_core::ProofNode::Terminator);
-                        Ok(())
-                    }
-                },
-                &mut nodes,
-            )
-            .map_err(|e| Error::corruption("<directory>", 0, e.to_string()))?;
+        dir.prove(
+            &keys,
+            &mut |prefix, page_ref, keys, out| match page_ref {
+                Some(_) => {
+                    let page = pages.get(prefix).ok_or(
+                        crate::state::directory::DirectoryError::PageMissing(*prefix),
+                    )?;
+                    page.prove(hasher, keys, out);
+                    Ok(())
+                }
+                None => {
+                    out.push(sprig_core::ProofNode::Terminator);
+                    Ok(())
+                }
+            },
+            &mut nodes,
+        )
+        .map_err(|e| Error::corruption("<directory>", 0, e.to_string()))?;
         Ok(MultiProof { nodes })
     }
 
-    /// A witness of `keys` against this version's root.
+    /// A witness of `keys` of the default table against its root.
     pub fn witness(&self, keys: &[KeyPath]) -> Result<Witness> {
+        self.witness_in(&Table::default_table(), keys)
+    }
+
+    /// A witness of `keys` of `table` against the table's root.
+    pub fn witness_in(&self, table: &Table, keys: &[KeyPath]) -> Result<Witness> {
         let keys = sorted_distinct(keys);
-        let proof = self.multi_proof(&keys)?;
+        let proof = self.multi_proof_in(table, &keys)?;
         Ok(Witness { keys, proof })
     }
 }

@@ -1,4 +1,4 @@
-//! Checkpoints: the whole directory and segment accounting at one commit, written atomically,
+//! Checkpoints: every table's directory and the segment accounting at one commit, written atomically,
 //! so that opening a database reads one file and replays only the commit records after it.
 //! Decoding checks every segment id, fill level, location and extent against the segment size
 //! the checkpoint states.
@@ -8,8 +8,10 @@ use crate::state::directory::{Arena, Directory};
 use crate::error::{Error, Result};
 use crate::io::{OpenOptions, Storage};
 use crate::log::record::{
-    check_subtree_locs, decode_subtree, encode_subtree, for_each_disk_page, hex,
+    check_subtree_locs, decode_subtree, decode_table_def, encode_subtree, encode_table_def,
+    for_each_disk_page, hex, MIN_NODE_BYTES,
 };
+use crate::state::tables::{Table, Tables};
 use crate::log::segments::{
     check_segment_blocks, check_segment_id, check_used_blocks, check_value_extent, SegmentMeta,
     SegmentTable,
@@ -20,7 +22,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 const MAGIC: &[u8; 4] = b"SPCK";
-const VERSION: u8 = 2;
+const VERSION: u8 = 3;
 
 /// The file name of the checkpoint at commit `seq`.
 pub fn checkpoint_file_name(seq: u64) -> String {
@@ -49,19 +51,17 @@ pub struct Checkpoint {
     pub durable_seq: u64,
     /// Segment accounting.
     pub table: SegmentTable,
-    /// The directory.
-    pub dir: Directory,
+    /// Every table's directory.
+    pub tables: Tables,
 }
 
 impl Checkpoint {
     fn encode(&self) -> Result<Vec<u8>> {
-        let mut out = Vec::with_capacity(128 + self.dir.len() as usize);
+        let mut out = Vec::with_capacity(128 + self.tables.total_len() as usize);
         out.extend_from_slice(MAGIC);
         out.put_u8(VERSION);
-        out.put_u8(self.dir.hasher().id());
+        out.put_u8(self.tables.hasher().id());
         out.put_u64(self.seq);
-        out.extend_from_slice(&self.dir.root_node());
-        out.put_u64(self.dir.len());
         out.put_u32(self.wal_id);
         out.put_u64(self.wal_offset);
         out.put_u64(self.durable_seq);
@@ -73,13 +73,26 @@ impl Checkpoint {
             out.put_u32(meta.used_blocks);
         }
         out.put_count(self.table.values.len());
-        for (l, (blocks, key)) in &self.table.values {
+        for (l, (blocks, table, key)) in &self.table.values {
             out.put_u64(*l);
             out.put_u32(*blocks);
+            out.put_u32(*table);
             out.extend_from_slice(key);
         }
-        encode_subtree(&self.dir.tree(), &mut out)
-            .map_err(|e| Error::internal(format!("cannot checkpoint an unwritten version: {e}")))?;
+        out.put_u32(self.tables.next_id());
+        out.put_count(self.tables.count());
+        for (id, dir) in self.tables.dirs() {
+            let def = self
+                .tables
+                .def(id)
+                .ok_or_else(|| Error::internal("a table without a description"))?;
+            encode_table_def(&def, &mut out);
+            out.extend_from_slice(&dir.root_node());
+            out.put_u64(dir.len());
+            encode_subtree(&dir.tree(), &mut out).map_err(|e| {
+                Error::internal(format!("cannot checkpoint an unwritten version: {e}"))
+            })?;
+        }
         let sum = checksum(&out);
         out.put_u64(sum);
         Ok(out)
@@ -119,8 +132,6 @@ impl Checkpoint {
             ));
         }
         let seq = r.u64().map_err(de)?;
-        let root: Node = r.array().map_err(de)?;
-        let entries = r.u64().map_err(de)?;
         let wal_id = r.u32().map_err(de)?;
         let wal_offset = r.u64().map_err(de)?;
         let durable_seq = r.u64().map_err(de)?;
@@ -153,34 +164,64 @@ impl Checkpoint {
                 },
             );
         }
-        let n = r.count(8 + 4 + 32).map_err(de)?;
+        let n = r.count(8 + 4 + 4 + 32).map_err(de)?;
         let mut values = Vec::with_capacity(n);
         for _ in 0..n {
             let at = r.position();
             let (l, blocks) = (r.u64().map_err(de)?, r.u32().map_err(de)?);
             check_value_extent(l, blocks, segment_blocks).map_err(|what| bad(at, what))?;
-            values.push((l, blocks, r.array().map_err(de)?));
+            values.push((l, blocks, r.u32().map_err(de)?, r.array().map_err(de)?));
         }
-        let at = r.position();
-        let tree = decode_subtree(&mut r, arena, hasher, 0).map_err(de)?;
+        let next_id = r.u32().map_err(de)?;
+        let n = r.count(4 + 2 + 1 + 32 + 8 + MIN_NODE_BYTES).map_err(de)?;
+        let mut default = None;
+        let mut others = Vec::new();
+        for i in 0..n {
+            let at = r.position();
+            let def = decode_table_def(&mut r).map_err(de)?;
+            let root: Node = r.array().map_err(de)?;
+            let entries = r.u64().map_err(de)?;
+            let tree = decode_subtree(&mut r, arena, hasher, 0).map_err(de)?;
+            check_subtree_locs(&tree, segment_blocks).map_err(|what| bad(at, &what))?;
+            let dir = Directory::from_root(hasher, tree);
+            if dir.root_node() != root {
+                return Err(bad(
+                    at,
+                    &format!(
+                        "checkpoint directory of table {:?} hashes to {} but states root {}",
+                        def.name,
+                        hex(&dir.root_node()),
+                        hex(&root)
+                    ),
+                ));
+            }
+            if dir.len() != entries {
+                return Err(bad(
+                    at,
+                    "checkpoint entry count disagrees with its directory",
+                ));
+            }
+            if i == 0 {
+                if def != Tables::default_def() {
+                    return Err(bad(at, "checkpoint does not start with the default table"));
+                }
+                default = Some(dir);
+            } else {
+                others.push(Table {
+                    def: Arc::new(def),
+                    dir,
+                });
+            }
+        }
         r.finish().map_err(de)?;
-        check_subtree_locs(&tree, segment_blocks).map_err(|what| bad(at, &what))?;
-        let dir = Directory::from_root(hasher, tree);
-        if dir.root_node() != root {
-            return Err(bad(
-                0,
-                &format!(
-                    "checkpoint directory hashes to {} but states root {}",
-                    hex(&dir.root_node()),
-                    hex(&root)
-                ),
-            ));
-        }
-        if dir.len() != entries {
-            return Err(bad(
-                0,
-                "checkpoint entry count disagrees with its directory",
-            ));
+        let default = default.ok_or_else(|| bad(0, "checkpoint holds no default table"))?;
+        let tables =
+            Tables::from_parts(default, others, next_id).map_err(|e| bad(0, &e.to_string()))?;
+        if values
+            .iter()
+            .any(|(_, _, t, _)| tables.dir(*t).is_none())
+        {
+            return Err(bad(0, "checkpoint holds a value record of no table"));
         }
         let mut table = SegmentTable {
             segments,
@@ -189,9 +230,11 @@ impl Checkpoint {
             segment_blocks,
             live_pages: BTreeMap::new(),
         };
-        for_each_disk_page(&dir.tree(), &mut |l| table.add_pages(l, 1));
-        for (l, blocks, key) in values {
-            table.value_written(l, blocks, key);
+        for (_, dir) in tables.dirs() {
+            for_each_disk_page(&dir.tree(), &mut |l| table.add_pages(l, 1));
+        }
+        for (l, blocks, t, key) in values {
+            table.value_written(l, blocks, t, key);
         }
         Ok(Checkpoint {
             seq,
@@ -199,7 +242,7 @@ impl Checkpoint {
             wal_offset,
             durable_seq,
             table,
-            dir,
+            tables,
         })
     }
 
@@ -312,7 +355,7 @@ mod tests {
             wal_offset: 999,
             durable_seq: 14,
             table: SegmentTable::new(256),
-            dir,
+            tables: Tables::only_default(dir),
         }
     }
 
@@ -323,8 +366,11 @@ mod tests {
         let cp = sample(h);
         cp.store(&s).unwrap();
         let back = Checkpoint::load(&s, 12, &Arena::new(), h).unwrap();
-        assert_eq!(back.dir.root_node(), cp.dir.root_node());
-        assert_eq!(back.dir.len(), 15);
+        assert_eq!(
+            back.tables.default_dir().root_node(),
+            cp.tables.default_dir().root_node()
+        );
+        assert_eq!(back.tables.default_dir().len(), 15);
         assert_eq!(back.wal_offset, 999);
         assert_eq!(back.table.segments[&1].live_page_blocks, 2);
         assert_eq!(back.table.segments[&2].live_page_blocks, 1);
@@ -375,19 +421,19 @@ mod tests {
             (
                 "value record in segment 0",
                 Box::new(move |c| {
-                    c.table.values.insert(loc(0, 4), (1, key));
+                    c.table.values.insert(loc(0, 4), (1, 0, key));
                 }),
             ),
             (
                 "value record crossing its segment's end",
                 Box::new(move |c| {
-                    c.table.values.insert(loc(1, 250), (7, key));
+                    c.table.values.insert(loc(1, 250), (7, 0, key));
                 }),
             ),
             (
                 "value record of 0 blocks",
                 Box::new(move |c| {
-                    c.table.values.insert(loc(1, 20), (0, key));
+                    c.table.values.insert(loc(1, 20), (0, 0, key));
                 }),
             ),
             (

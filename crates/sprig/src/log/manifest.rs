@@ -11,7 +11,7 @@ use sprig_core::Hasher;
 pub const MANIFEST_FILE: &str = "MANIFEST";
 const MAGIC: &[u8; 8] = b"SPRIGDB\0";
 /// The on-disk format version this build reads and writes.
-pub const FORMAT_VERSION: u32 = 1;
+pub const FORMAT_VERSION: u32 = 2;
 const BODY_BYTES: usize = 8 + 4 + 1 + 4 + 8;
 
 /// The settings fixed when a database is created.

@@ -29,7 +29,7 @@ use crate::log::wal::{wal_file_name, Wal, FLAG_PRIOR_DURABLE, FLAG_SYNCED};
 use crate::log::writer::Writer;
 use crate::log::Log;
 use crate::options::SyncPolicy;
-use crate::state::directory::Directory;
+use crate::state::tables::Tables;
 use std::collections::BTreeSet;
 
 /// Blocks staged for writing: consecutive blocks are gathered in one aligned buffer of at
@@ -152,7 +152,7 @@ impl Blocks<'_> {
 
 /// What a publication of a record made: the new directory, and the bytes written.
 pub(crate) struct Published {
-    pub dir: Directory,
+    pub tables: Tables,
     pub data_bytes: u64,
     pub log_bytes: u64,
 }
@@ -164,7 +164,7 @@ impl Log {
     pub(crate) fn publish_record(
         &self,
         w: &mut Writer,
-        head: &Directory,
+        head: &Tables,
         head_seq: u64,
         record: &CommitRecord,
         blocks: Blocks<'_>,
@@ -207,10 +207,10 @@ impl Log {
         // Failpoint (feature `failpoints`): the commit is durable but not yet published.
         failpoint!("commit.record_synced");
         let (wal_id, _) = w.log_position()?;
-        let dir = apply_record(head, &mut w.table, record)
+        let tables = apply_record(head, &mut w.table, record)
             .map_err(|e| Error::corruption(wal_file_name(wal_id), 0, e.to_string()))?;
         Ok(Published {
-            dir,
+            tables,
             data_bytes,
             log_bytes,
         })
@@ -224,7 +224,7 @@ impl Log {
         &self,
         w: &mut Writer,
         seq: u64,
-        dir: &Directory,
+        tables: &Tables,
         table: SegmentTable,
         touched: &BTreeSet<u32>,
     ) -> Result<Snapshot> {
@@ -243,7 +243,7 @@ impl Log {
             wal_offset: 0,
             durable_seq: seq,
             table: table.clone(),
-            dir: dir.clone(),
+            tables: tables.clone(),
         }
         .store(self.storage.as_ref())?;
         w.replace_wal(wal);
@@ -288,7 +288,7 @@ impl Log {
     pub(crate) fn checkpoint(
         &self,
         w: &mut Writer,
-        oldest: &Directory,
+        oldest: &Tables,
         head_seq: u64,
     ) -> Result<()> {
         w.guarded(|w| {
@@ -313,7 +313,7 @@ impl Log {
                 wal_offset: snapshot.wal_end,
                 durable_seq: head_seq,
                 table: snapshot.table.clone(),
-                dir: oldest.clone(),
+                tables: oldest.clone(),
             }
             .store(self.storage.as_ref())?;
             w.checkpoint_seq = snapshot.seq;

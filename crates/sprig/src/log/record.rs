@@ -1,10 +1,12 @@
 //! Commit records and the directory encoding they share with checkpoints.
 //!
-//! A commit record says how one commit changed the directory: for each replaced region (a
-//! directory position), the new subtree of pages; plus the value records written and freed,
-//! and how far each segment written to is now filled. Replaying records on a checkpoint's
-//! directory rebuilds the latest directory without reading a single page, and the replayed
-//! root must equal the root each record states. A record is applied only once every location,
+//! A commit record says how one commit changed the tables: which tables it dropped and
+//! created, and for each changed table its replaced regions (directory positions) with their
+//! new subtrees of pages, its new root and entry count; plus the value records written and
+//! freed, and how far each segment written to is now filled. Replaying records on a
+//! checkpoint's tables rebuilds the latest directories without reading a single page, and each
+//! replayed root must equal the root the record states. All tables change in one record, so a
+//! commit across tables is as atomic as any other. A record is applied only once every location,
 //! extent, segment id and fill level it names fits the segment geometry.
 
 use crate::codec::{DecodeError, Put, Reader};
@@ -14,6 +16,7 @@ use crate::log::segments::{
     SegmentTable,
 };
 use crate::state::prefix::Prefix;
+use crate::state::tables::{CatalogError, TableDef, TableId, Tables, DEFAULT_TABLE_ID};
 use sprig_core::trie::{KeyPath, Node, KEY_BITS};
 use sprig_core::Hasher;
 use std::sync::Arc;
@@ -101,19 +104,32 @@ pub fn decode_subtree(
 /// The smallest encoding of a subtree node, for bounding counts.
 pub const MIN_NODE_BYTES: usize = 1;
 
+/// How one commit changed one table.
+#[derive(Debug, Clone)]
+pub struct TableChange {
+    /// The table.
+    pub table: TableId,
+    /// The table's root after the commit.
+    pub root: Node,
+    /// The number of entries in the table after the commit.
+    pub entries: u64,
+    /// Replaced regions and their new subtrees (every page on disk).
+    pub regions: Vec<(Prefix, Subtree)>,
+}
+
 /// How one commit changed the database.
 #[derive(Debug, Clone)]
 pub struct CommitRecord {
     /// The commit's sequence number.
     pub seq: u64,
-    /// The state root after the commit.
-    pub root: Node,
-    /// The number of entries after the commit.
-    pub entries: u64,
-    /// Replaced regions and their new subtrees (every page on disk).
-    pub regions: Vec<(Prefix, Subtree)>,
-    /// Value records written: (location, blocks, key).
-    pub values_written: Vec<(u64, u32, KeyPath)>,
+    /// Tables dropped by the commit (applied first).
+    pub dropped: Vec<TableId>,
+    /// Tables created by the commit, empty (applied next; `tables` may fill them).
+    pub created: Vec<TableDef>,
+    /// Each changed table's new regions, root and entry count.
+    pub tables: Vec<TableChange>,
+    /// Value records written: (location, blocks, table, key).
+    pub values_written: Vec<(u64, u32, TableId, KeyPath)>,
     /// Locations of value records no longer referenced.
     pub values_freed: Vec<u64>,
     /// For each segment written to: (segment id, blocks used after this commit), in the
@@ -121,23 +137,107 @@ pub struct CommitRecord {
     pub segment_heads: Vec<(u32, u32)>,
 }
 
+/// Append a string of at most `u16::MAX` bytes.
+fn put_str(out: &mut Vec<u8>, s: &str) {
+    let bytes = s.as_bytes();
+    let len = bytes.len().min(usize::from(u16::MAX));
+    out.put_u16(len as u16);
+    out.extend_from_slice(bytes.get(..len).unwrap_or_default());
+}
+
+/// Read a string written by [`put_str`].
+fn read_str(r: &mut Reader<'_>) -> Result<String, DecodeError> {
+    let len = usize::from(r.u16()?);
+    let bytes = r.slice(len)?;
+    String::from_utf8(bytes.to_vec()).map_err(|_| r.error("a name that is not UTF-8"))
+}
+
+/// Append a table description.
+pub fn encode_table_def(def: &TableDef, out: &mut Vec<u8>) {
+    out.put_u32(def.id);
+    put_str(out, &def.name);
+    match &def.resolver {
+        None => out.put_u8(0),
+        Some(name) => {
+            out.put_u8(1);
+            put_str(out, name);
+        }
+    }
+}
+
+/// Read a table description written by [`encode_table_def`].
+pub fn decode_table_def(r: &mut Reader<'_>) -> Result<TableDef, DecodeError> {
+    let id = r.u32()?;
+    let name = read_str(r)?;
+    let resolver = match r.u8()? {
+        0 => None,
+        1 => Some(read_str(r)?),
+        _ => return Err(r.error("unknown resolver tag")),
+    };
+    Ok(TableDef { id, name, resolver })
+}
+
 impl CommitRecord {
+    /// A record that changes only the default table.
+    pub fn default_only(
+        seq: u64,
+        root: Node,
+        entries: u64,
+        regions: Vec<(Prefix, Subtree)>,
+    ) -> CommitRecord {
+        CommitRecord {
+            seq,
+            dropped: Vec::new(),
+            created: Vec::new(),
+            tables: vec![TableChange {
+                table: DEFAULT_TABLE_ID,
+                root,
+                entries,
+                regions,
+            }],
+            values_written: Vec::new(),
+            values_freed: Vec::new(),
+            segment_heads: Vec::new(),
+        }
+    }
+
+    /// Every replaced region, with its table.
+    pub fn regions(&self) -> impl Iterator<Item = (TableId, &Prefix, &Subtree)> {
+        self.tables
+            .iter()
+            .flat_map(|t| t.regions.iter().map(move |(p, s)| (t.table, p, s)))
+    }
+
     /// Encode the record's payload.
     pub fn encode(&self) -> Result<Vec<u8>, UnwrittenPage> {
-        let mut out = Vec::with_capacity(64 + self.regions.len() * (35 + PAGE_REF_BYTES));
+        let regions: usize = self.tables.iter().map(|t| t.regions.len()).sum();
+        let mut out = Vec::with_capacity(64 + regions * (35 + PAGE_REF_BYTES));
         out.put_u64(self.seq);
-        out.extend_from_slice(&self.root);
-        out.put_u64(self.entries);
-        out.put_count(self.regions.len());
-        for (prefix, subtree) in &self.regions {
-            out.put_u16(prefix.len_u16());
-            out.extend_from_slice(prefix.bits());
-            encode_subtree(subtree, &mut out)?;
+        out.put_count(self.dropped.len());
+        for id in &self.dropped {
+            out.put_u32(*id);
+        }
+        out.put_count(self.created.len());
+        for def in &self.created {
+            encode_table_def(def, &mut out);
+        }
+        out.put_count(self.tables.len());
+        for t in &self.tables {
+            out.put_u32(t.table);
+            out.extend_from_slice(&t.root);
+            out.put_u64(t.entries);
+            out.put_count(t.regions.len());
+            for (prefix, subtree) in &t.regions {
+                out.put_u16(prefix.len_u16());
+                out.extend_from_slice(prefix.bits());
+                encode_subtree(subtree, &mut out)?;
+            }
         }
         out.put_count(self.values_written.len());
-        for (l, blocks, key) in &self.values_written {
+        for (l, blocks, table, key) in &self.values_written {
             out.put_u64(*l);
             out.put_u32(*blocks);
+            out.put_u32(*table);
             out.extend_from_slice(key);
         }
         out.put_count(self.values_freed.len());
@@ -160,21 +260,43 @@ impl CommitRecord {
     ) -> Result<CommitRecord, DecodeError> {
         let mut r = Reader::new(bytes);
         let seq = r.u64()?;
-        let root = r.array()?;
-        let entries = r.u64()?;
-        let n = r.count(2 + 32 + MIN_NODE_BYTES)?;
-        let mut regions = Vec::with_capacity(n);
+        let n = r.count(4)?;
+        let mut dropped = Vec::with_capacity(n);
         for _ in 0..n {
-            let len = r.u16()?;
-            let bits: KeyPath = r.array()?;
-            let prefix = Prefix::from_parts(bits, len).ok_or(r.error("invalid region prefix"))?;
-            let subtree = decode_subtree(&mut r, arena, hasher, prefix.depth())?;
-            regions.push((prefix, subtree));
+            dropped.push(r.u32()?);
         }
-        let n = r.count(8 + 4 + 32)?;
+        let n = r.count(4 + 2 + 1)?;
+        let mut created = Vec::with_capacity(n);
+        for _ in 0..n {
+            created.push(decode_table_def(&mut r)?);
+        }
+        let n = r.count(4 + 32 + 8 + 4)?;
+        let mut tables = Vec::with_capacity(n);
+        for _ in 0..n {
+            let table = r.u32()?;
+            let root = r.array()?;
+            let entries = r.u64()?;
+            let m = r.count(2 + 32 + MIN_NODE_BYTES)?;
+            let mut regions = Vec::with_capacity(m);
+            for _ in 0..m {
+                let len = r.u16()?;
+                let bits: KeyPath = r.array()?;
+                let prefix =
+                    Prefix::from_parts(bits, len).ok_or(r.error("invalid region prefix"))?;
+                let subtree = decode_subtree(&mut r, arena, hasher, prefix.depth())?;
+                regions.push((prefix, subtree));
+            }
+            tables.push(TableChange {
+                table,
+                root,
+                entries,
+                regions,
+            });
+        }
+        let n = r.count(8 + 4 + 4 + 32)?;
         let mut values_written = Vec::with_capacity(n);
         for _ in 0..n {
-            values_written.push((r.u64()?, r.u32()?, r.array()?));
+            values_written.push((r.u64()?, r.u32()?, r.u32()?, r.array()?));
         }
         let n = r.count(8)?;
         let mut values_freed = Vec::with_capacity(n);
@@ -189,9 +311,9 @@ impl CommitRecord {
         r.finish()?;
         Ok(CommitRecord {
             seq,
-            root,
-            entries,
-            regions,
+            dropped,
+            created,
+            tables,
             values_written,
             values_freed,
             segment_heads,
@@ -205,6 +327,12 @@ pub enum ApplyError {
     /// The record's regions do not fit the directory.
     #[error(transparent)]
     Directory(#[from] crate::state::directory::DirectoryError),
+    /// The record's table changes do not fit the catalog.
+    #[error(transparent)]
+    Catalog(#[from] CatalogError),
+    /// A table is changed twice, or changed and dropped, by one record.
+    #[error("the record changes table {0} twice")]
+    TableTwice(TableId),
     /// The resulting root is not the one the record states.
     #[error("replaying the record gives root {found} instead of {stated}")]
     RootMismatch {
@@ -249,13 +377,13 @@ impl CommitRecord {
     /// Check everything the record says about segments against segments of `segment_blocks`
     /// blocks: what replay refuses, so a commit checks it before writing the record.
     pub fn check_bounds(&self, segment_blocks: u32) -> Result<(), ApplyError> {
-        for (_, subtree) in &self.regions {
+        for (_, _, subtree) in self.regions() {
             check_subtree_locs(subtree, segment_blocks).map_err(ApplyError::OutOfBounds)?;
         }
         let bad = |kind: &str, l: u64, what: &str| {
             ApplyError::OutOfBounds(format!("{kind} at {}: {what}", describe(l)))
         };
-        for (l, n, _) in &self.values_written {
+        for (l, n, _, _) in &self.values_written {
             check_value_extent(*l, *n, segment_blocks)
                 .map_err(|what| bad("value record", *l, what))?;
         }
@@ -277,38 +405,72 @@ impl CommitRecord {
     }
 }
 
-/// Apply a record to a directory and its segment accounting: the one transition shared by
-/// commit and recovery. Returns the new directory; on an error nothing was applied.
+/// Apply a record to the tables and their segment accounting: the one transition shared by
+/// commit and recovery. Returns the new tables; on an error nothing was applied.
 pub fn apply_record(
-    dir: &Directory,
+    tables: &Tables,
     table: &mut SegmentTable,
     record: &CommitRecord,
-) -> Result<Directory, ApplyError> {
+) -> Result<Tables, ApplyError> {
     record.check_bounds(table.segment_blocks)?;
-    let next = dir.replace(record.regions.clone())?;
-    if next.root_node() != record.root {
-        return Err(ApplyError::RootMismatch {
-            stated: hex(&record.root),
-            found: hex(&next.root_node()),
-        });
+    // Compute the whole result before touching the accounting.
+    let mut next = tables.clone();
+    let mut dropped = Vec::new();
+    for id in &record.dropped {
+        let (rest, gone) = next.without(*id)?;
+        next = rest;
+        dropped.push(gone);
     }
-    if next.len() != record.entries {
-        return Err(ApplyError::CountMismatch {
-            stated: record.entries,
-            found: next.len(),
-        });
+    for def in &record.created {
+        let empty = Directory::empty(tables.arena(), tables.hasher());
+        next = next.with_created(def.clone(), empty)?;
     }
-    for_each_replaced_disk_page(dir, record.regions.iter().map(|(p, _)| p), &mut |l| {
-        table.add_pages(l, -1)
-    });
-    for (_, subtree) in &record.regions {
-        for_each_disk_page(subtree, &mut |l| table.add_pages(l, 1));
+    let mut changed: Vec<(TableId, Directory)> = Vec::new();
+    for t in &record.tables {
+        if changed.iter().any(|(id, _)| *id == t.table) {
+            return Err(ApplyError::TableTwice(t.table));
+        }
+        let dir = next
+            .dir(t.table)
+            .ok_or(CatalogError::NoSuchTable(t.table))?;
+        let after = dir.replace(t.regions.clone())?;
+        if after.root_node() != t.root {
+            return Err(ApplyError::RootMismatch {
+                stated: hex(&t.root),
+                found: hex(&after.root_node()),
+            });
+        }
+        if after.len() != t.entries {
+            return Err(ApplyError::CountMismatch {
+                stated: t.entries,
+                found: after.len(),
+            });
+        }
+        changed.push((t.table, after));
+    }
+    // Accounting: the pages of dropped tables and of replaced regions go, the new ones come.
+    for gone in &dropped {
+        for_each_disk_page(&gone.dir.tree(), &mut |l| table.add_pages(l, -1));
+        table.table_values_freed(gone.def.id);
+    }
+    for t in &record.tables {
+        if let Some(before) = next.dir(t.table) {
+            for_each_replaced_disk_page(before, t.regions.iter().map(|(p, _)| p), &mut |l| {
+                table.add_pages(l, -1)
+            });
+        }
+        for (_, subtree) in &t.regions {
+            for_each_disk_page(subtree, &mut |l| table.add_pages(l, 1));
+        }
+    }
+    for (id, dir) in changed {
+        next = next.with_dir(id, dir)?;
     }
     for l in &record.values_freed {
         table.value_freed(*l);
     }
-    for (l, blocks, key) in &record.values_written {
-        table.value_written(*l, *blocks, *key);
+    for (l, blocks, t, key) in &record.values_written {
+        table.value_written(*l, *blocks, *t, *key);
     }
     for (id, used) in &record.segment_heads {
         let meta = table.segments.entry(*id).or_default();
@@ -379,20 +541,16 @@ mod tests {
             .replace(regions.clone())
             .unwrap();
         CommitRecord {
-            seq: 1,
-            root: dir.root_node(),
-            entries: dir.len(),
-            regions,
-            values_written: vec![(value, 3, [1u8; 32])],
-            values_freed: Vec::new(),
+            values_written: vec![(value, 3, DEFAULT_TABLE_ID, [1u8; 32])],
             segment_heads: vec![(1, 12)],
+            ..CommitRecord::default_only(1, dir.root_node(), dir.len(), regions)
         }
     }
 
     type Accounting = (
         u32,
         BTreeMap<u32, SegmentMeta>,
-        BTreeMap<u64, (u32, KeyPath)>,
+        BTreeMap<u64, (u32, TableId, KeyPath)>,
     );
 
     fn accounting(t: &SegmentTable) -> Accounting {
@@ -406,7 +564,7 @@ mod tests {
     #[test]
     fn records_naming_impossible_segments_or_locations_are_refused_whole() {
         let arena = Arena::new();
-        let empty = Directory::empty(&arena, Hasher::Blake3);
+        let empty = Tables::empty(&arena, Hasher::Blake3);
         let record = |page, value| record(&arena, page, value);
         let mut table = SegmentTable::new(SEGMENT_BLOCKS);
         let good = record(loc(1, 11), loc(1, 8));

@@ -9,7 +9,8 @@
 //! durable). Nothing is cut off or deleted unless it is proven lost or unneeded, and a
 //! read-only recovery changes nothing at all.
 
-use crate::state::directory::{Arena, Directory};
+use crate::state::directory::Arena;
+use crate::state::tables::Tables;
 use crate::error::{Error, Result};
 use crate::io::{BlockBuf, OpenOptions, ReadRequest, Storage, BLOCK_BYTES};
 use crate::log::checkpoint::{parse_checkpoint_file_name, Checkpoint};
@@ -133,7 +134,7 @@ impl RecoveryReport {
 /// The state recovery found.
 pub(crate) struct Recovered {
     /// The last versions replayed, oldest first, ending with the latest.
-    pub history: Vec<(Directory, Snapshot)>,
+    pub history: Vec<(Tables, Snapshot)>,
     pub table: SegmentTable,
     /// The log to append to (none for a read-only recovery).
     pub wal: Option<Wal>,
@@ -146,9 +147,9 @@ pub(crate) struct Recovered {
 /// Where replay stands between log files.
 struct Replayed {
     seq: u64,
-    dir: Directory,
+    tables: Tables,
     table: SegmentTable,
-    history: VecDeque<(Directory, Snapshot)>,
+    history: VecDeque<(Tables, Snapshot)>,
     keep: usize,
     records: u64,
 }
@@ -198,10 +199,10 @@ pub(crate) fn recover(
 
     let mut state = Replayed {
         seq: cp.seq,
-        dir: cp.dir.clone(),
+        tables: cp.tables.clone(),
         table: cp.table.clone(),
         history: VecDeque::from([(
-            cp.dir.clone(),
+            cp.tables.clone(),
             Snapshot {
                 seq: cp.seq,
                 table: cp.table.clone(),
@@ -310,8 +311,8 @@ impl Replayed {
     /// Apply one commit record of log file `id`.
     fn apply(&mut self, id: u32, rec: crate::log::wal::WalRecord) -> Result<()> {
         let name = wal_file_name(id);
-        let hasher = self.dir.hasher();
-        let record = CommitRecord::decode(&rec.payload, self.dir.arena(), hasher)
+        let hasher = self.tables.hasher();
+        let record = CommitRecord::decode(&rec.payload, self.tables.arena(), hasher)
             .map_err(|e| Error::corruption(&name, rec.offset, format!("bad commit record: {e}")))?;
         let expected = self.seq.checked_add(1).ok_or_else(|| {
             Error::corruption(
@@ -327,7 +328,7 @@ impl Replayed {
                 format!("commit record {} where {expected} was expected", record.seq),
             ));
         }
-        self.dir = apply_record(&self.dir, &mut self.table, &record).map_err(|e| {
+        self.tables = apply_record(&self.tables, &mut self.table, &record).map_err(|e| {
             Error::corruption(
                 &name,
                 rec.offset,
@@ -337,7 +338,7 @@ impl Replayed {
         self.seq = record.seq;
         self.records += 1;
         self.history.push_back((
-            self.dir.clone(),
+            self.tables.clone(),
             Snapshot {
                 seq: self.seq,
                 table: self.table.clone(),

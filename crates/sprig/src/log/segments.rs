@@ -16,6 +16,7 @@ use crate::io::{BlockBuf, OpenOptions, ReadRequest, Storage, StorageFile, BLOCK_
 use crate::options::{MAX_SEGMENT_BYTES, MIN_SEGMENT_BYTES};
 use crate::state::page::{ExternalValue, Page, MAX_VALUE_BYTES};
 use crate::state::prefix::Prefix;
+use crate::state::tables::TableId;
 use parking_lot::RwLock;
 use sprig_core::trie::KeyPath;
 use sprig_core::Hasher;
@@ -455,8 +456,9 @@ pub fn decode_page_at(bytes: &[u8], l: u64, prefix: &Prefix) -> Result<Page> {
 pub struct SegmentTable {
     /// Every segment with data, by id.
     pub segments: BTreeMap<u32, SegmentMeta>,
-    /// Every live value record: location → (blocks, key). The cleaner relocates values by it.
-    pub values: BTreeMap<u64, (u32, KeyPath)>,
+    /// Every live value record: location → (blocks, table, key). The cleaner relocates values
+    /// by it.
+    pub values: BTreeMap<u64, (u32, TableId, KeyPath)>,
     /// The segment new blocks go to.
     pub active: u32,
     /// The size of a segment in blocks.
@@ -547,19 +549,20 @@ impl SegmentTable {
         out
     }
 
-    /// The live value records of `segment`: (location, key).
-    pub fn live_values_in(&self, segment: u32) -> Vec<(u64, KeyPath)> {
+    /// The live value records of `segment`: (location, table, key).
+    pub fn live_values_in(&self, segment: u32) -> Vec<(u64, TableId, KeyPath)> {
         let start = loc(segment, 0);
         let end = loc(segment, u32::MAX);
         self.values
             .range(start..=end)
-            .map(|(l, (_, key))| (*l, *key))
+            .map(|(l, (_, table, key))| (*l, *table, *key))
             .collect()
     }
 
-    /// Record a live value record of `blocks` blocks at `l`, holding `key`'s value.
-    pub fn value_written(&mut self, l: u64, blocks: u32, key: KeyPath) {
-        if self.values.insert(l, (blocks, key)).is_none() {
+    /// Record a live value record of `blocks` blocks at `l`, holding the value of `key` in
+    /// `table`.
+    pub fn value_written(&mut self, l: u64, blocks: u32, table: TableId, key: KeyPath) {
+        if self.values.insert(l, (blocks, table, key)).is_none() {
             let meta = self.segments.entry(loc_segment(l)).or_default();
             meta.live_value_blocks += u64::from(blocks);
         }
@@ -567,9 +570,22 @@ impl SegmentTable {
 
     /// Forget the value record at `l`: nothing refers to it any more.
     pub fn value_freed(&mut self, l: u64) {
-        if let Some((blocks, _)) = self.values.remove(&l) {
+        if let Some((blocks, _, _)) = self.values.remove(&l) {
             let meta = self.segments.entry(loc_segment(l)).or_default();
             meta.live_value_blocks = meta.live_value_blocks.saturating_sub(u64::from(blocks));
+        }
+    }
+
+    /// Forget every value record of `table` (a dropped table).
+    pub fn table_values_freed(&mut self, table: TableId) {
+        let gone: Vec<u64> = self
+            .values
+            .iter()
+            .filter(|(_, (_, t, _))| *t == table)
+            .map(|(l, _)| *l)
+            .collect();
+        for l in gone {
+            self.value_freed(l);
         }
     }
 
@@ -608,9 +624,9 @@ mod tests {
         t.add_pages(loc(3, 7), -1);
         assert!(t.live_page_locs(3).is_empty());
         assert!(!t.live_pages.contains_key(&3));
-        t.value_written(loc(2, 100), 3, [1; 32]);
-        t.value_written(loc(3, 1), 1, [2; 32]);
-        assert_eq!(t.live_values_in(2), vec![(loc(2, 100), [1; 32])]);
+        t.value_written(loc(2, 100), 3, 0, [1; 32]);
+        t.value_written(loc(3, 1), 1, 0, [2; 32]);
+        assert_eq!(t.live_values_in(2), vec![(loc(2, 100), 0, [1; 32])]);
     }
 
     #[test]

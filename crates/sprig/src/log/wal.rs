@@ -28,7 +28,7 @@ use crate::io::{OpenOptions, Storage, StorageFile, BLOCK_BYTES};
 use std::sync::Arc;
 
 const MAGIC: &[u8; 4] = b"SPWR";
-const VERSION: u8 = 2;
+const VERSION: u8 = 3;
 /// The unit records are aligned to: a record copy never shares a sector with another.
 pub const SECTOR_BYTES: u64 = BLOCK_BYTES as u64;
 const HEADER_BODY_BYTES: usize = 4 + 1 + 1 + 1 + 1 + 8 + 8 + 8 + 8;

@@ -9,5 +9,6 @@ pub mod page;
 pub mod page_ref;
 pub mod prefix;
 pub mod reclaim;
+pub mod tables;
 pub mod version;
 pub mod versions;

@@ -10,7 +10,7 @@
 //! either, or a descendant of either, is an error. Overlay memory is counted against a limit.
 
 use crate::error::{Error, Result};
-use crate::state::directory::{Directory, Region};
+use crate::state::tables::{TableId, TableRegions, Tables};
 use parking_lot::{Mutex, RwLock};
 use sprig_core::trie::KeyPath;
 use sprig_core::Witness;
@@ -25,8 +25,8 @@ pub(crate) struct Version {
     /// The commit sequence number (0 for the empty database); for an overlay, the number it
     /// gets when committed.
     pub seq: u64,
-    /// The directory of this version.
-    pub dir: Directory,
+    /// The tables of this version.
+    pub tables: Tables,
     /// For overlays: what they change and their parent.
     pub overlay: Option<OverlayState>,
 }
@@ -107,33 +107,34 @@ pub(crate) struct OverlayState {
     /// The committed version at the bottom of the chain when this overlay was made: its pages
     /// may be as old as that version's, so readers pin it.
     base_seq: u64,
-    /// Replaced regions relative to the parent, with in-memory pages.
-    pub regions: Vec<Region>,
-    /// Values for the value log, written at commit.
-    pub new_values: BTreeMap<KeyPath, Vec<u8>>,
+    /// Replaced regions relative to the parent, with in-memory pages, by table.
+    pub regions: TableRegions,
+    /// Values for the value log, written at commit, by table and key.
+    pub new_values: BTreeMap<(TableId, KeyPath), Vec<u8>>,
     /// Committed value records this overlay stops referencing.
     pub freed_values: Vec<u64>,
     /// Ancestors' new values this overlay stops referencing (resolved when committed).
-    pub freed_unwritten: Vec<KeyPath>,
-    /// The witness of the batch that made this overlay, against the parent's root.
-    pub witness: Witness,
+    pub freed_unwritten: Vec<(TableId, KeyPath)>,
+    /// The witness of the batch that made this overlay, against the parent's roots, for each
+    /// table the batch read or wrote (and always the default table).
+    pub witnesses: BTreeMap<TableId, Witness>,
     pub splits: u64,
     pub merges: u64,
     /// Pages the commit will write.
     pub new_pages: u64,
     status: AtomicU8,
     /// Where `new_values` went once committed.
-    written: Mutex<HashMap<KeyPath, u64>>,
+    written: Mutex<HashMap<(TableId, KeyPath), u64>>,
     _memory: MemoryCharge,
 }
 
 /// The parts of an overlay made by a finished batch.
 pub(crate) struct OverlayParts {
-    pub regions: Vec<Region>,
-    pub new_values: BTreeMap<KeyPath, Vec<u8>>,
+    pub regions: TableRegions,
+    pub new_values: BTreeMap<(TableId, KeyPath), Vec<u8>>,
     pub freed_values: Vec<u64>,
-    pub freed_unwritten: Vec<KeyPath>,
-    pub witness: Witness,
+    pub freed_unwritten: Vec<(TableId, KeyPath)>,
+    pub witnesses: BTreeMap<TableId, Witness>,
     pub splits: u64,
     pub merges: u64,
     pub new_pages: u64,
@@ -148,7 +149,7 @@ impl OverlayState {
             new_values: parts.new_values,
             freed_values: parts.freed_values,
             freed_unwritten: parts.freed_unwritten,
-            witness: parts.witness,
+            witnesses: parts.witnesses,
             splits: parts.splits,
             merges: parts.merges,
             new_pages: parts.new_pages,
@@ -171,7 +172,11 @@ impl OverlayState {
     /// (the version it was applied on, with the same state as its parent) is the version
     /// below it. The parent overlay's value locations are kept (overlays built on this one
     /// may hold pages pointing at its values), then the link to it is cut.
-    pub fn mark_committed(&self, mut written: HashMap<KeyPath, u64>, committed: Arc<Version>) {
+    pub fn mark_committed(
+        &self,
+        mut written: HashMap<(TableId, KeyPath), u64>,
+        committed: Arc<Version>,
+    ) {
         let parent = self.parent();
         if let Some(p) = &parent.overlay {
             for (k, l) in p.written.lock().iter() {
@@ -246,10 +251,10 @@ impl Version {
         }
     }
 
-    /// The bytes of a value that an overlay in this version's chain holds for `key` and has
-    /// not written yet.
-    pub(crate) fn unwritten_value(&self, key: &KeyPath) -> Option<Vec<u8>> {
-        self.walk_chain(|_, o| o.new_values.get(key).cloned())
+    /// The bytes of a value that an overlay in this version's chain holds for `key` in
+    /// `table` and has not written yet.
+    pub(crate) fn unwritten_value(&self, table: TableId, key: &KeyPath) -> Option<Vec<u8>> {
+        self.walk_chain(|_, o| o.new_values.get(&(table, *key)).cloned())
     }
 
     /// The sequence number of the committed version at the bottom of this version's chain
@@ -258,14 +263,17 @@ impl Version {
         self.overlay.as_ref().map_or(self.seq, |o| o.base_seq)
     }
 
-    /// Where a committed ancestor overlay wrote its value for `key`.
-    pub(crate) fn written_value(&self, key: &KeyPath) -> Option<u64> {
-        self.walk_chain(|_, o| o.written.lock().get(key).copied())
+    /// Where a committed ancestor overlay wrote its value for `key` in `table`.
+    pub(crate) fn written_value(&self, table: TableId, key: &KeyPath) -> Option<u64> {
+        self.walk_chain(|_, o| o.written.lock().get(&(table, *key)).copied())
     }
 }
 
 /// The memory an overlay's changes take: its in-memory pages and its new values.
-pub(crate) fn overlay_bytes(new_pages: u64, new_values: &BTreeMap<KeyPath, Vec<u8>>) -> u64 {
+pub(crate) fn overlay_bytes(
+    new_pages: u64,
+    new_values: &BTreeMap<(TableId, KeyPath), Vec<u8>>,
+) -> u64 {
     const PAGE_BYTES: u64 = crate::io::BLOCK_BYTES as u64 + 256;
     new_pages * PAGE_BYTES
         + new_values

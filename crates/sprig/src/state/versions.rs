@@ -115,7 +115,7 @@ impl Versions {
         self.retained
             .lock()
             .iter()
-            .map(|v| (v.seq, v.dir.root_node()))
+            .map(|v| (v.seq, v.tables.default_dir().root_node()))
             .collect()
     }
 

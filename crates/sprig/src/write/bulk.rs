@@ -11,6 +11,7 @@ use crate::state::version::Version;
 use crate::write::engine::Inner;
 use crate::state::arena::Arena;
 use crate::state::directory::{Directory, PageLoc, PageRef, Subtree};
+use crate::state::tables::{Tables, DEFAULT_TABLE_ID};
 use crate::error::{Error, Result};
 use crate::io::{BlockBuf, OpenOptions, StorageFile};
 use crate::log::segments::{
@@ -389,7 +390,7 @@ impl Output<'_> {
             let rec = encode_value_record(key, value, &hasher.hash_value(value));
             let l = self.write(&rec)?;
             let blocks = value_blocks(value)?;
-            self.table.value_written(l, blocks, *key);
+            self.table.value_written(l, blocks, DEFAULT_TABLE_ID, *key);
             locs.insert(*key, l);
             self.values += 1;
         }
@@ -509,7 +510,7 @@ impl Inner {
         let mut w = inner.log.writer.lock();
         w.check_writable()?;
         let head = inner.head();
-        if head.seq != 0 || !head.dir.is_empty() {
+        if head.seq != 0 || head.tables.total_len() != 0 || head.tables.count() != 1 {
             return Err(Error::NotEmpty("a bulk load"));
         }
         let mut buckets = Buckets::new(inner, buffer_bytes);
@@ -551,7 +552,7 @@ impl Inner {
             pages: 0,
             values: 0,
         };
-        let arena = inner.head().dir.arena().clone();
+        let arena = inner.head().tables.arena().clone();
         let mut subtrees: Vec<Option<Subtree>> = vec![None; jobs.len()];
         let mut entries = 0u64;
         // Items read back from the buckets: every item partitioned, once.
@@ -623,17 +624,17 @@ impl Inner {
         }
         let root = assemble(&arena, inner.hasher, &plan, &subtrees)?;
         drop(subtrees);
-        let dir = Directory::from_root(inner.hasher, root);
+        let tables = Tables::only_default(Directory::from_root(inner.hasher, root));
 
         // Durable data first, then the checkpoint that makes it the database.
-        let root = dir.root_node();
+        let root = tables.default_dir().root_node();
         let snapshot = inner
             .log
-            .publish_checkpoint(w, seq, &dir, out.table, &out.touched)?;
+            .publish_checkpoint(w, seq, &tables, out.table, &out.touched)?;
         let version = Arc::new(Version {
             id: inner.versions.next_id(),
             seq,
-            dir,
+            tables,
             overlay: None,
         });
         inner.reset_history(w, version, snapshot);

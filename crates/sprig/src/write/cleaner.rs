@@ -11,7 +11,8 @@ use crate::log::record::for_each_replaced_disk_page;
 use crate::log::segments::{
     loc_offset, loc_segment, segment_file_name, verify_page_checksum, SegmentTable,
 };
-use crate::state::directory::{Directory, MemoryPage, PageLoc, PageRef, Region, Shape, Subtree};
+use crate::state::directory::{MemoryPage, PageLoc, PageRef, Shape, Subtree};
+use crate::state::tables::{TableId, TableRegions, Tables};
 use crate::state::page::{Page, ValueRef};
 use crate::write::engine::Inner;
 use crate::state::prefix::Prefix;
@@ -30,10 +31,10 @@ const EXPLICIT_CLEAN_MAX_LIVE_RATIO: f64 = 0.5;
 /// Live data of the victim segments to copy forward with a commit.
 #[derive(Default)]
 pub(crate) struct Relocation {
-    /// Pages to rewrite (in memory, unchanged content), by region.
-    pub regions: Vec<Region>,
-    /// Value records to rewrite: old location → (key, value bytes).
-    pub values: BTreeMap<u64, (KeyPath, Vec<u8>)>,
+    /// Pages to rewrite (in memory, unchanged content), by table and region.
+    pub regions: TableRegions,
+    /// Value records to rewrite: old location → (table, key, value bytes).
+    pub values: BTreeMap<u64, (TableId, KeyPath, Vec<u8>)>,
 }
 
 /// How cleaning is asked for.
@@ -108,8 +109,8 @@ impl Inner {
     pub(crate) fn plan_relocation(
         &self,
         table: &SegmentTable,
-        head: &Directory,
-        regions: &[Region],
+        head: &Tables,
+        regions: &TableRegions,
         freed: &BTreeSet<u64>,
         incoming: u64,
         mode: CleanMode,
@@ -120,23 +121,33 @@ impl Inner {
         }
         // Whether the commit itself rewrites the region: regions are disjoint, so the only one
         // that can cover a position is the last one starting at or before it.
-        let mut starts: Vec<Prefix> = regions.iter().map(|(p, _)| *p).collect();
-        starts.sort_by(|a, b| a.bits().cmp(b.bits()).then(a.depth().cmp(&b.depth())));
-        let covered = |p: &Prefix| {
-            let i = starts.partition_point(|r| r.bits() <= p.bits());
-            i > 0 && starts.get(i - 1).is_some_and(|r| r.covers(p))
+        let mut starts: BTreeMap<TableId, Vec<Prefix>> = BTreeMap::new();
+        for (id, rs) in regions {
+            let mut s: Vec<Prefix> = rs.iter().map(|(p, _)| *p).collect();
+            s.sort_by(|a, b| a.bits().cmp(b.bits()).then(a.depth().cmp(&b.depth())));
+            starts.insert(*id, s);
+        }
+        let covered = |id: TableId, p: &Prefix| {
+            starts.get(&id).is_some_and(|starts| {
+                let i = starts.partition_point(|r| r.bits() <= p.bits());
+                i > 0 && starts.get(i - 1).is_some_and(|r| r.covers(p))
+            })
         };
 
         // The pages this commit supersedes (the old pages of the regions it rewrites): live
         // now, garbage once it is durable, so never worth moving.
         let mut superseded: HashSet<u64> = HashSet::new();
-        for_each_replaced_disk_page(head, regions.iter().map(|(p, _)| p), &mut |l| {
-            superseded.insert(l);
-        });
+        for (id, rs) in regions {
+            if let Some(dir) = head.dir(*id) {
+                for_each_replaced_disk_page(dir, rs.iter().map(|(p, _)| p), &mut |l| {
+                    superseded.insert(l);
+                });
+            }
+        }
         // Pages to rewrite: the other live pages of the victims (from the segment table's
         // index, no walk of the directory), from the page cache or the SSD, checked against
         // the directory...
-        let mut wanted: BTreeMap<Prefix, (PageRef, Arc<Page>)> = BTreeMap::new();
+        let mut wanted: BTreeMap<(TableId, Prefix), (PageRef, Arc<Page>)> = BTreeMap::new();
         let mut pages: Vec<(u64, Arc<Page>)> = Vec::new();
         let mut misses: Vec<u64> = Vec::new();
         for l in victims
@@ -165,9 +176,19 @@ impl Inner {
         for (l, page) in pages {
             let name = || segment_file_name(loc_segment(l));
             let prefix = *page.prefix();
-            let r = match head.node_at(&prefix).map(|n| n.shape()) {
-                Some(Shape::Page(r)) if matches!(r.loc, PageLoc::Disk(x) if x == l) => r,
-                _ => {
+            // The table whose directory holds this page here (locations are unique, so at
+            // most one does).
+            let owner = head.dirs().find_map(|(id, dir)| {
+                match dir.node_at(&prefix).map(|n| n.shape()) {
+                    Some(Shape::Page(r)) if matches!(r.loc, PageLoc::Disk(x) if x == l) => {
+                        Some((id, r))
+                    }
+                    _ => None,
+                }
+            });
+            let (id, r) = match owner {
+                Some(found) => found,
+                None => {
                     return Err(Error::corruption(
                         name(),
                         loc_offset(l),
@@ -179,32 +200,36 @@ impl Inner {
                 }
             };
             verify_page_checksum(page.bytes(), l, r.checksum)?;
-            if !covered(&prefix) {
-                wanted.insert(prefix, (r, page));
+            if !covered(id, &prefix) {
+                wanted.insert((id, prefix), (r, page));
             }
         }
         // ...and the pages pointing at live values of the victims.
-        let values: Vec<(u64, KeyPath)> = victims
+        let values: Vec<(u64, TableId, KeyPath)> = victims
             .iter()
             .flat_map(|v| table.live_values_in(*v))
-            .filter(|(l, _)| !freed.contains(l))
+            .filter(|(l, _, _)| !freed.contains(l))
             .collect();
-        let mut extra: BTreeMap<Prefix, PageRef> = BTreeMap::new();
-        for (_, key) in &values {
-            if let (prefix, Some(r)) = head.locate(key) {
-                if !covered(&prefix) && !wanted.contains_key(&prefix) {
-                    extra.insert(prefix, r);
+        let mut extra: BTreeMap<(TableId, Prefix), PageRef> = BTreeMap::new();
+        for (_, id, key) in &values {
+            let Some(dir) = head.dir(*id) else {
+                continue;
+            };
+            if let (prefix, Some(r)) = dir.locate(key) {
+                if !covered(*id, &prefix) && !wanted.contains_key(&(*id, prefix)) {
+                    extra.insert((*id, prefix), r);
                 }
             }
         }
-        let extra: Vec<(Prefix, PageRef)> = extra.into_iter().collect();
-        let pages = self.load_pages(&extra, ReadKind::Maintenance)?;
-        for ((prefix, r), page) in extra.into_iter().zip(pages) {
-            wanted.insert(prefix, (r, page));
+        let extra: Vec<((TableId, Prefix), PageRef)> = extra.into_iter().collect();
+        let refs: Vec<(Prefix, PageRef)> = extra.iter().map(|((_, p), r)| (*p, r.clone())).collect();
+        let pages = self.load_pages(&refs, ReadKind::Maintenance)?;
+        for ((key, r), page) in extra.into_iter().zip(pages) {
+            wanted.insert(key, (r, page));
         }
         let mut relocation = Relocation::default();
-        let mut by_region: BTreeMap<Prefix, Arc<Page>> = BTreeMap::new();
-        for (prefix, (r, page)) in wanted {
+        let mut by_region: BTreeMap<(TableId, Prefix), Arc<Page>> = BTreeMap::new();
+        for ((id, prefix), (r, page)) in wanted {
             let moved = PageRef {
                 loc: PageLoc::Memory(MemoryPage::new(page.clone())),
                 checksum: 0,
@@ -213,14 +238,19 @@ impl Inner {
             };
             relocation
                 .regions
+                .entry(id)
+                .or_default()
                 .push((prefix, Subtree::page(head.arena(), &moved)));
-            by_region.insert(prefix, page);
+            by_region.insert((id, prefix), page);
         }
 
         // The bytes of every value to move, checked against the pointer in its page.
-        for (l, key) in values {
-            let (prefix, r) = head.locate(&key);
-            let page = match by_region.get(&prefix) {
+        for (l, id, key) in values {
+            let Some(dir) = head.dir(id) else {
+                continue;
+            };
+            let (prefix, r) = dir.locate(&key);
+            let page = match by_region.get(&(id, prefix)) {
                 Some(p) => p.clone(),
                 None => {
                     // The page is rewritten by the commit itself: read the pointer from the
@@ -241,7 +271,7 @@ impl Inner {
                 if x.loc == l {
                     let bytes = self.log.segments.read_value(&key, &x)?;
                     self.counters.value_read(x.len);
-                    relocation.values.insert(l, (key, bytes));
+                    relocation.values.insert(l, (id, key, bytes));
                 }
             }
         }

@@ -6,11 +6,12 @@ use super::engine::Inner;
 use super::CommitInfo;
 use crate::error::{Error, Result};
 use crate::log::publish::{Blocks, Published, Stager};
-use crate::log::record::{for_each_replaced_disk_page, CommitRecord};
+use crate::log::record::{for_each_replaced_disk_page, CommitRecord, TableChange};
 use crate::log::segments::{encode_value_record, value_blocks};
 use crate::log::writer::Writer;
 use crate::state::directory::{MemoryPage, PageLoc, PageRef, Shape, Subtree};
 use crate::state::page::{Page, UNWRITTEN};
+use crate::state::tables::TableId;
 use crate::state::version::Version;
 use crate::write::cleaner::CleanMode;
 use sprig_core::trie::KeyPath;
@@ -20,8 +21,8 @@ use std::sync::Arc;
 /// Where the value records written by a commit went.
 #[derive(Default)]
 pub(crate) struct ValueLocs {
-    /// New values, by key.
-    pub(crate) new: HashMap<KeyPath, u64>,
+    /// New values, by table and key.
+    pub(crate) new: HashMap<(TableId, KeyPath), u64>,
     /// Relocated values: old location → new location.
     moved: HashMap<u64, u64>,
     /// The overlay's parent: values its pages inherited from committed ancestor overlays.
@@ -29,12 +30,13 @@ pub(crate) struct ValueLocs {
 }
 
 impl ValueLocs {
-    /// Where the value for `key` that was not written when its page was built went.
-    fn unwritten(&self, key: &KeyPath) -> Option<u64> {
+    /// Where the value for `key` in `table` that was not written when its page was built
+    /// went.
+    fn unwritten(&self, table: TableId, key: &KeyPath) -> Option<u64> {
         self.new
-            .get(key)
+            .get(&(table, *key))
             .copied()
-            .or_else(|| self.parent.as_ref().and_then(|p| p.written_value(key)))
+            .or_else(|| self.parent.as_ref().and_then(|p| p.written_value(table, key)))
     }
 }
 
@@ -107,9 +109,9 @@ impl Inner {
             });
         }
         let mut freed: BTreeSet<u64> = pending.freed_values.iter().copied().collect();
-        for key in &pending.freed_unwritten {
+        for (table, key) in &pending.freed_unwritten {
             let l = parent
-                .written_value(key)
+                .written_value(*table, key)
                 .ok_or_else(|| Error::internal("an ancestor overlay's value has no location"))?;
             freed.insert(l);
         }
@@ -122,7 +124,7 @@ impl Inner {
                     .sum::<Result<u64>>()?;
             self.plan_relocation(
                 &w.table,
-                &head.dir,
+                &head.tables,
                 &pending.regions,
                 &freed,
                 incoming,
@@ -175,36 +177,62 @@ impl Inner {
             ..ValueLocs::default()
         };
         let mut values_written = Vec::new();
-        for (key, value) in &pending.new_values {
+        for ((table, key), value) in &pending.new_values {
             let l = self.queue_value(&mut w.table, &mut stager, key, value)?;
-            locs.new.insert(*key, l);
-            values_written.push((l, value_blocks(value)?, *key));
+            locs.new.insert((*table, *key), l);
+            values_written.push((l, value_blocks(value)?, *table, *key));
         }
         let mut values_freed: Vec<u64> = freed.iter().copied().collect();
-        for (old, (key, value)) in &relocation.values {
+        for (old, (table, key, value)) in &relocation.values {
             let l = self.queue_value(&mut w.table, &mut stager, key, value)?;
             locs.moved.insert(*old, l);
-            values_written.push((l, value_blocks(value)?, *key));
+            values_written.push((l, value_blocks(value)?, *table, *key));
             values_freed.push(*old);
         }
 
-        // Then every page of the changed and relocated regions, in key order.
-        let mut regions = Vec::with_capacity(pending.regions.len() + relocation.regions.len());
-        for (prefix, subtree) in pending.regions.iter().chain(relocation.regions.iter()) {
-            let node = self.write_subtree(
-                subtree,
-                &locs,
-                &mut w.table,
-                &mut stager,
-                &mut (&mut written_pages, &mut to_release),
-            )?;
-            regions.push((*prefix, node));
+        // Then every page of the changed and relocated regions, table by table, in key order.
+        let mut tables: Vec<TableChange> = Vec::new();
+        let ids: BTreeSet<TableId> = pending
+            .regions
+            .keys()
+            .chain(relocation.regions.keys())
+            .copied()
+            .collect();
+        for id in ids {
+            let dir = version
+                .tables
+                .dir(id)
+                .ok_or_else(|| Error::internal("a commit changes a table its version lacks"))?;
+            let mut regions = Vec::new();
+            for (prefix, subtree) in pending
+                .regions
+                .get(&id)
+                .into_iter()
+                .chain(relocation.regions.get(&id))
+                .flatten()
+            {
+                let node = self.write_subtree(
+                    id,
+                    subtree,
+                    &locs,
+                    &mut w.table,
+                    &mut stager,
+                    &mut (&mut written_pages, &mut to_release),
+                )?;
+                regions.push((*prefix, node));
+            }
+            tables.push(TableChange {
+                table: id,
+                root: dir.root_node(),
+                entries: dir.len(),
+                regions,
+            });
         }
         let record = CommitRecord {
             seq,
-            root: version.dir.root_node(),
-            entries: version.dir.len(),
-            regions,
+            dropped: Vec::new(),
+            created: Vec::new(),
+            tables,
             values_written,
             values_freed,
             segment_heads: segment_heads_of(&w.table, stager.touched()),
@@ -245,14 +273,18 @@ impl Inner {
         }
         // The pages this commit superseded are garbage for every new reader: out of the
         // cache, so they do not push live pages out (old versions read them from the SSD).
-        for_each_replaced_disk_page(&head.dir, record.regions.iter().map(|(p, _)| p), &mut |l| {
-            self.cache.forget(l)
-        });
+        for t in &record.tables {
+            if let Some(dir) = head.tables.dir(t.table) {
+                for_each_replaced_disk_page(dir, t.regions.iter().map(|(p, _)| p), &mut |l| {
+                    self.cache.forget(l)
+                });
+            }
+        }
         // Overlays built on this one share these pages: from now on they read them from disk.
         for (page, l, checksum) in to_release {
             page.release(l, checksum);
         }
-        let pages_relocated = relocation.regions.len() as u64;
+        let pages_relocated = relocation.regions.values().map(|r| r.len() as u64).sum();
         let values_relocated = relocation.values.len() as u64;
         self.counters.commit();
         self.counters
@@ -264,7 +296,8 @@ impl Inner {
         self.after_commit(w)?;
         Ok(CommitInfo {
             seq,
-            root: record.root,
+            root: version.tables.default_dir().root_node(),
+            db_root: version.tables.db_root(),
             pages_written: written_pages.len() as u64,
             bytes_written: data_bytes + log_bytes,
             pages_relocated,
@@ -292,6 +325,7 @@ impl Inner {
     /// handled in [`Inner::write_page`].
     pub(crate) fn write_subtree(
         &self,
+        table_id: TableId,
         node: &Subtree,
         locs: &ValueLocs,
         table: &mut crate::log::segments::SegmentTable,
@@ -315,8 +349,8 @@ impl Inner {
                 match &r.loc {
                     PageLoc::Memory(m) => match (m.page(), m.written()) {
                         (Some(page), _) => {
-                            let (l, checksum) =
-                                self.write_page(&page, locs, table, stager, written.0)?;
+                            let (l, checksum) = self
+                                .write_page(table_id, &page, locs, table, stager, written.0)?;
                             written.1.push((m.clone(), l, checksum));
                             Ok(on_disk(l, checksum))
                         }
@@ -330,8 +364,8 @@ impl Inner {
                 }
             }
             Shape::Branch(l, r) => {
-                let l = self.write_subtree(&l, locs, table, stager, written)?;
-                let r = self.write_subtree(&r, locs, table, stager, written)?;
+                let l = self.write_subtree(table_id, &l, locs, table, stager, written)?;
+                let r = self.write_subtree(table_id, &r, locs, table, stager, written)?;
                 Ok(Subtree::branch(self.hasher, l, r))
             }
         }
@@ -342,6 +376,7 @@ impl Inner {
     #[inline(never)]
     fn write_page(
         &self,
+        table_id: TableId,
         page: &Arc<Page>,
         locs: &ValueLocs,
         table: &mut crate::log::segments::SegmentTable,
@@ -352,7 +387,7 @@ impl Inner {
         let patched = page
             .with_relocated_values(|key, x| {
                 let to = if x.loc == UNWRITTEN {
-                    locs.unwritten(key)
+                    locs.unwritten(table_id, key)
                 } else {
                     locs.moved.get(&x.loc).copied()
                 };

@@ -77,11 +77,11 @@ impl Inner {
     ) -> Result<Published> {
         let published = self
             .log
-            .publish_record(w, &head.dir, head.seq, record, blocks)?;
+            .publish_record(w, &head.tables, head.seq, record, blocks)?;
         let version = Arc::new(Version {
             id,
             seq: record.seq,
-            dir: published.dir.clone(),
+            tables: published.tables.clone(),
             overlay: None,
         });
         self.set_head(w, version);
@@ -111,7 +111,7 @@ impl Inner {
             .map(|s| s.seq)
             .ok_or_else(|| Error::internal("no version to checkpoint"))?;
         let oldest = self.versions.retained_version(seq)?;
-        self.log.checkpoint(w, &oldest.dir, self.head().seq)?;
+        self.log.checkpoint(w, &oldest.tables, self.head().seq)?;
         self.counters.checkpoint();
         Ok(())
     }

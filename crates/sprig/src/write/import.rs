@@ -35,7 +35,8 @@ use crate::write::engine::Inner;
 use crate::state::directory::{Directory, PageLoc, PageRef, Subtree};
 use crate::error::{Error, Result};
 use crate::io::BLOCK_BYTES;
-use crate::log::record::{hex, CommitRecord};
+use crate::log::record::{hex, CommitRecord, TableChange};
+use crate::state::tables::TableId;
 use crate::log::segments::{loc_block, loc_segment, SegmentTable};
 use crate::options::SyncPolicy;
 use crate::state::page::{
@@ -83,7 +84,12 @@ impl Default for ImportOptions {
 
 impl Inner {
     /// Apply a sorted stream of changes as one commit (see `Db::import_sorted`).
-    pub(crate) fn import_sorted<I>(&self, changes: I, options: &ImportOptions) -> Result<CommitInfo>
+    pub(crate) fn import_sorted<I>(
+        &self,
+        table: TableId,
+        changes: I,
+        options: &ImportOptions,
+    ) -> Result<CommitInfo>
     where
         I: IntoIterator<Item = Result<(KeyPath, Option<Vec<u8>>)>>,
     {
@@ -91,7 +97,7 @@ impl Inner {
         let mut w = inner.log.writer.lock();
         w.check_writable()?;
         let head = inner.head();
-        let mut import = Import::new(inner, &w, &head, options)?;
+        let mut import = Import::new(inner, &w, &head, table, options)?;
         let result = changes
             .into_iter()
             .try_for_each(|change| import.push(change?))
@@ -117,7 +123,10 @@ struct Unit {
 /// The state of one import.
 struct Import<'a> {
     inner: &'a Inner,
-    /// The latest version's directory: what the commit record's regions replace.
+    /// The table imported into.
+    table_id: TableId,
+    /// The latest version's directory of that table: what the commit record's regions
+    /// replace.
     base: Directory,
     /// `base` with the regions split so far: where buffered changes are grouped.
     work: Directory,
@@ -140,7 +149,7 @@ struct Import<'a> {
     last_key: Option<KeyPath>,
     /// Rewritten regions of `work`, their pages on disk, in key order.
     units: Vec<Region>,
-    values_written: Vec<(u64, u32, KeyPath)>,
+    values_written: Vec<(u64, u32, TableId, KeyPath)>,
     values_freed: Vec<u64>,
     splits: u64,
     pages: u64,
@@ -170,8 +179,14 @@ impl<'a> Import<'a> {
         inner: &'a Inner,
         w: &Writer,
         head: &Version,
+        table_id: TableId,
         options: &ImportOptions,
     ) -> Result<Import<'a>> {
+        let dir = head
+            .tables
+            .dir(table_id)
+            .ok_or(Error::NoSuchTable(format!("#{table_id}")))?
+            .clone();
         let budget = options.memory_bytes.max(MIN_IMPORT_MEMORY_BYTES);
         let budget = usize::try_from(budget).unwrap_or(usize::MAX);
         let seq = head
@@ -180,8 +195,9 @@ impl<'a> Import<'a> {
             .ok_or_else(|| Error::internal("commit sequence numbers exhausted"))?;
         Ok(Import {
             inner,
-            base: head.dir.clone(),
-            work: head.dir.clone(),
+            table_id,
+            base: dir.clone(),
+            work: dir,
             stamp: Stamp {
                 seq,
                 synced: inner.options.sync == SyncPolicy::Always,
@@ -348,8 +364,9 @@ impl<'a> Import<'a> {
         for (key, value) in &kept {
             if let Some(v) = value.as_ref().filter(|v| v.len() > MAX_INLINE_VALUE_BYTES) {
                 let l = inner.queue_value(&mut self.table, &mut self.stager, key, v)?;
-                locs.new.insert(*key, l);
-                self.values_written.push((l, value_blocks(v)?, *key));
+                locs.new.insert((self.table_id, *key), l);
+                self.values_written
+                    .push((l, value_blocks(v)?, self.table_id, *key));
             }
         }
         drop(kept);
@@ -367,6 +384,7 @@ impl<'a> Import<'a> {
                 .subtree
                 .ok_or_else(|| Error::internal("a region with changes was not rewritten"))?;
             let node = inner.write_subtree(
+                self.table_id,
                 &subtree,
                 &locs,
                 &mut self.table,
@@ -509,6 +527,7 @@ impl<'a> Import<'a> {
         let mut record_regions = Vec::with_capacity(regions.len());
         for (prefix, subtree) in &regions {
             let node = inner.write_subtree(
+                self.table_id,
                 subtree,
                 &ValueLocs::default(),
                 &mut self.table,
@@ -522,14 +541,21 @@ impl<'a> Import<'a> {
 
         let record = CommitRecord {
             seq: self.stamp.seq,
-            root: dir.root_node(),
-            entries: dir.len(),
-            regions: record_regions,
+            dropped: Vec::new(),
+            created: Vec::new(),
+            tables: vec![TableChange {
+                table: self.table_id,
+                root: dir.root_node(),
+                entries: dir.len(),
+                regions: record_regions,
+            }],
             values_written: std::mem::take(&mut self.values_written),
             values_freed: std::mem::take(&mut self.values_freed),
             segment_heads: segment_heads_of(&self.table, self.stager.touched()),
         };
-        drop(dir);
+        let tables_after = head.tables.with_dir(self.table_id, dir).map_err(|e| {
+            Error::internal(format!("an import into a table its version lacks: {e}"))
+        })?;
         // Segment files this import created: those empty before it.
         let created: BTreeSet<u32> = self
             .stager
@@ -563,7 +589,8 @@ impl<'a> Import<'a> {
         inner.after_commit(w)?;
         Ok(CommitInfo {
             seq: self.stamp.seq,
-            root: record.root,
+            root: tables_after.default_dir().root_node(),
+            db_root: tables_after.db_root(),
             pages_written: self.pages,
             bytes_written: data_bytes + log_bytes,
             pages_relocated: 0,

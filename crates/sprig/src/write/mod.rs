@@ -13,9 +13,11 @@
 //! - `import`: a sorted stream of changes of any length applied as one commit, region by
 //!   region, in bounded memory;
 //! - `bulk`: building a whole database from unsorted input;
-//! - `rollback`: a retained version made the latest again.
+//! - `rollback`: a retained version made the latest again;
+//! - `catalog`: tables created and dropped.
 
 pub(crate) mod bulk;
+pub(crate) mod catalog;
 pub(crate) mod cleaner;
 pub(crate) mod commit;
 pub(crate) mod engine;
@@ -39,8 +41,12 @@ pub(crate) type Change = (KeyPath, Option<Vec<u8>>);
 pub struct CommitInfo {
     /// The new version's sequence number.
     pub seq: u64,
-    /// The new state root.
+    /// The default table's new root: the state root of a database without other tables,
+    /// bit-for-bit NOMT's.
     pub root: Node,
+    /// The new database root: the root of roots over every table (see
+    /// [`sprig_core::tables`]).
+    pub db_root: Node,
     /// Pages written.
     pub pages_written: u64,
     /// Bytes written to segments and the commit log.

@@ -8,6 +8,7 @@ use crate::log::segments::decode_page_at;
 use crate::state::directory::{Directory, PageLoc, PageRef};
 use crate::state::page::{ExternalValue, Page, ValueRef, UNWRITTEN};
 use crate::state::prefix::Prefix;
+use crate::state::tables::TableId;
 use crate::state::version::Version;
 use crate::stats::ReadKind;
 use sprig_core::trie::KeyPath;
@@ -80,24 +81,25 @@ impl Inner {
             .collect()
     }
 
-    /// The bytes of a value as seen from `version` (whose overlays may hold values not
-    /// written yet).
+    /// The bytes of a value of table `table` as seen from `version` (whose overlays may hold
+    /// values not written yet).
     pub fn value_bytes(
         &self,
         version: &Version,
+        table: TableId,
         key: &KeyPath,
         value: ValueRef<'_>,
     ) -> Result<Vec<u8>> {
         match value {
             ValueRef::Inline(v) => Ok(v.to_vec()),
             ValueRef::External(x) if x.loc == UNWRITTEN => {
-                if let Some(bytes) = version.unwritten_value(key) {
+                if let Some(bytes) = version.unwritten_value(table, key) {
                     return Ok(bytes);
                 }
                 // Held by an overlay that has been committed since: read it from where its
                 // commit wrote it.
                 let loc = version
-                    .written_value(key)
+                    .written_value(table, key)
                     .ok_or_else(|| Error::internal("an overlay value has no location"))?;
                 self.counters.value_read(x.len);
                 self.log

@@ -9,9 +9,10 @@
 use crate::log::publish::Blocks;
 use crate::write::CommitInfo;
 use crate::write::engine::Inner;
-use crate::state::directory::{diff, PageRef, Region};
+use crate::state::directory::{diff, Directory, PageRef, Region};
+use crate::state::tables::{TableDef, TableId};
 use crate::error::{Error, Result};
-use crate::log::record::CommitRecord;
+use crate::log::record::{CommitRecord, TableChange};
 use crate::log::segments::value_record_blocks;
 use crate::state::page::ValueRef;
 use crate::state::prefix::Prefix;
@@ -30,24 +31,63 @@ impl Inner {
         if target.seq == head.seq {
             return Ok(CommitInfo {
                 seq: head.seq,
-                root: head.dir.root_node(),
+                root: head.tables.default_dir().root_node(),
+                db_root: head.tables.db_root(),
                 pages_written: 0,
                 bytes_written: 0,
                 pages_relocated: 0,
                 values_relocated: 0,
             });
         }
-        let regions: Vec<Region> = diff(&head.dir, &target.dir)
-            .map_err(|e| Error::internal(format!("comparing versions for a rollback: {e}")))?;
-
-        // Values referenced on one side of the changed regions and not on the other.
+        // Tables the target does not have are dropped; tables only the target has are created
+        // again (with their old ids: ids are never reused, so none is taken) and filled.
+        let dropped: Vec<TableId> = head
+            .tables
+            .dirs()
+            .map(|(id, _)| id)
+            .filter(|id| target.tables.dir(*id).is_none())
+            .collect();
+        let mut created: Vec<TableDef> = Vec::new();
+        let mut tables: Vec<TableChange> = Vec::new();
         let mut from_pages = Vec::new();
         let mut to_pages = Vec::new();
-        for (prefix, subtree) in &regions {
-            if let Some(old) = head.dir.node_at(prefix) {
-                old.pages_under(*prefix, &mut from_pages);
+        let empty = Directory::empty(head.tables.arena(), self.hasher);
+        for (id, to) in target.tables.dirs() {
+            let from = match head.tables.dir(id) {
+                Some(d) => d,
+                None => {
+                    created.push(
+                        target
+                            .tables
+                            .def(id)
+                            .ok_or_else(|| Error::internal("a table without a description"))?,
+                    );
+                    &empty
+                }
+            };
+            let regions: Vec<Region> = diff(from, to).map_err(|e| {
+                Error::internal(format!("comparing versions for a rollback: {e}"))
+            })?;
+            if regions.is_empty() {
+                continue;
             }
-            subtree.pages_under(*prefix, &mut to_pages);
+            // Values referenced on one side of the changed regions and not on the other.
+            for (prefix, subtree) in &regions {
+                let mut before = Vec::new();
+                if let Some(old) = from.node_at(prefix) {
+                    old.pages_under(*prefix, &mut before);
+                }
+                from_pages.extend(before.into_iter().map(|p| (id, p)));
+                let mut after = Vec::new();
+                subtree.pages_under(*prefix, &mut after);
+                to_pages.extend(after.into_iter().map(|p| (id, p)));
+            }
+            tables.push(TableChange {
+                table: id,
+                root: to.root_node(),
+                entries: to.len(),
+                regions,
+            });
         }
         let from = self.external_values(&from_pages)?;
         let to = self.external_values(&to_pages)?;
@@ -59,10 +99,10 @@ impl Inner {
         let values_written = to
             .iter()
             .filter(|(l, _)| !from.contains_key(l))
-            .map(|(l, (key, len))| {
+            .map(|(l, (table, key, len))| {
                 let blocks = value_record_blocks(*len)
                     .ok_or_else(|| Error::internal("a value longer than the limit in a page"))?;
-                Ok((*l, blocks, *key))
+                Ok((*l, blocks, *table, *key))
             })
             .collect::<Result<_>>()?;
 
@@ -72,9 +112,9 @@ impl Inner {
             .ok_or_else(|| Error::internal("commit sequence numbers exhausted"))?;
         let record = CommitRecord {
             seq: next,
-            root: target.dir.root_node(),
-            entries: target.dir.len(),
-            regions,
+            dropped,
+            created,
+            tables,
             values_written,
             values_freed,
             segment_heads: Vec::new(),
@@ -93,7 +133,8 @@ impl Inner {
             inner.after_commit(w)?;
             Ok(CommitInfo {
                 seq: next,
-                root: record.root,
+                root: target.tables.default_dir().root_node(),
+                db_root: target.tables.db_root(),
                 pages_written: 0,
                 bytes_written: published.log_bytes,
                 pages_relocated: 0,
@@ -102,17 +143,19 @@ impl Inner {
         })
     }
 
-    /// The value-log records the given pages point at: location → (key, length).
+    /// The value-log records the given pages (of the given tables) point at: location →
+    /// (table, key, length).
     fn external_values(
         &self,
-        pages: &[(Prefix, PageRef)],
-    ) -> Result<BTreeMap<u64, (KeyPath, u64)>> {
-        let loaded = self.load_pages(pages, ReadKind::Maintenance)?;
+        pages: &[(TableId, (Prefix, PageRef))],
+    ) -> Result<BTreeMap<u64, (TableId, KeyPath, u64)>> {
+        let refs: Vec<(Prefix, PageRef)> = pages.iter().map(|(_, r)| r.clone()).collect();
+        let loaded = self.load_pages(&refs, ReadKind::Maintenance)?;
         let mut out = BTreeMap::new();
-        for page in loaded {
+        for ((table, _), page) in pages.iter().zip(loaded) {
             for e in page.iter() {
                 if let ValueRef::External(x) = e.value {
-                    out.insert(x.loc, (*e.key, x.len));
+                    out.insert(x.loc, (*table, *e.key, x.len));
                 }
             }
         }

@@ -1,0 +1,97 @@
+//! Table handles: a named key space of a database (see [`crate::state::tables`]), and what the
+//! database says about each table.
+
+use crate::error::{Error, Result};
+use crate::state::directory::Directory;
+use crate::state::tables::{TableId, Tables, DEFAULT_TABLE_ID};
+use sprig_core::tables::DEFAULT_TABLE;
+use sprig_core::trie::Node;
+use std::sync::Arc;
+
+/// A table of a database: pass it to the `_in` methods of batches, views and overlays. Cheap
+/// to clone. A handle names one table for its whole life: once the table is dropped, using the
+/// handle is [`Error::NoSuchTable`], even if a new table of the same name is created.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Table {
+    pub(crate) id: TableId,
+    pub(crate) name: Arc<str>,
+}
+
+impl Table {
+    /// The default table, which every database has.
+    pub fn default_table() -> Table {
+        Table {
+            id: DEFAULT_TABLE_ID,
+            name: Arc::from(DEFAULT_TABLE),
+        }
+    }
+
+    /// The table's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The table's number (unique for the life of the database; 0 is the default table).
+    pub fn id(&self) -> u32 {
+        self.id
+    }
+
+    /// This table's directory in `tables`, or [`Error::NoSuchTable`] if the version does not
+    /// hold it.
+    pub(crate) fn dir<'a>(&self, tables: &'a Tables) -> Result<&'a Directory> {
+        tables
+            .dir(self.id)
+            .ok_or_else(|| Error::NoSuchTable(self.name.to_string()))
+    }
+}
+
+/// How a table is created.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TableOptions {
+    /// The resolver that combines upserted values with stored ones: a built-in
+    /// ([`crate::resolve::BUILTIN_RESOLVERS`]) or one registered with
+    /// [`crate::Options::resolver`]. `None` (default): upserts into the table are refused.
+    pub resolver: Option<String>,
+}
+
+impl TableOptions {
+    /// Options with resolver `name`.
+    pub fn resolver(name: impl Into<String>) -> TableOptions {
+        TableOptions {
+            resolver: Some(name.into()),
+        }
+    }
+}
+
+/// What a version says about one of its tables.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TableInfo {
+    /// The table's handle.
+    pub table: Table,
+    /// Its resolver's name, if it has one.
+    pub resolver: Option<String>,
+    /// Its entries.
+    pub entries: u64,
+    /// Its root.
+    pub root: Node,
+}
+
+/// Every table of `tables`, the default table first.
+pub(crate) fn table_infos(tables: &Tables) -> Vec<TableInfo> {
+    tables
+        .defs()
+        .into_iter()
+        .filter_map(|def| {
+            let dir = tables.dir(def.id)?;
+            Some(TableInfo {
+                table: Table {
+                    id: def.id,
+                    name: Arc::from(def.name.as_str()),
+                },
+                resolver: def.resolver,
+                entries: dir.len(),
+                root: dir.root_node(),
+            })
+        })
+        .collect()
+}

@@ -1,0 +1,97 @@
+//! Catalog changes: creating and dropping tables, each an ordinary commit whose record names
+//! the table (a created table starts empty; a dropped table's pages and values become garbage
+//! for the cleaner once no retained version needs them). As atomic and durable as any commit.
+
+use crate::error::{Error, Result};
+use crate::log::publish::Blocks;
+use crate::log::record::CommitRecord;
+use crate::state::tables::{check_table_name, TableDef, TableId, DEFAULT_TABLE_ID};
+use crate::write::engine::Inner;
+use crate::write::CommitInfo;
+
+/// A change to the catalog.
+pub(crate) enum CatalogChange {
+    /// Create a table with this name and resolver.
+    Create {
+        name: String,
+        resolver: Option<String>,
+    },
+    /// Drop the table with this name.
+    Drop { name: String },
+}
+
+impl Inner {
+    /// Commit a catalog change; returns the commit and the id of the table it concerns.
+    pub(crate) fn change_catalog(&self, change: CatalogChange) -> Result<(CommitInfo, TableId)> {
+        let mut w = self.log.writer.lock();
+        w.check_writable()?;
+        let head = self.head();
+        let seq = head
+            .seq
+            .checked_add(1)
+            .ok_or_else(|| Error::internal("commit sequence numbers exhausted"))?;
+        let mut record = CommitRecord {
+            seq,
+            dropped: Vec::new(),
+            created: Vec::new(),
+            tables: Vec::new(),
+            values_written: Vec::new(),
+            values_freed: Vec::new(),
+            segment_heads: Vec::new(),
+        };
+        let id = match change {
+            CatalogChange::Create { name, resolver } => {
+                check_table_name(&name).map_err(Error::InvalidArgument)?;
+                if head.tables.by_name(&name).is_some() {
+                    return Err(Error::TableExists(name));
+                }
+                if let Some(r) = &resolver {
+                    if self.options.resolvers.get(r).is_none() {
+                        return Err(Error::ResolverMissing {
+                            table: name,
+                            resolver: r.clone(),
+                        });
+                    }
+                }
+                let id = head.tables.next_id();
+                if id == TableId::MAX {
+                    return Err(Error::internal("table ids exhausted"));
+                }
+                record.created.push(TableDef { id, name, resolver });
+                id
+            }
+            CatalogChange::Drop { name } => {
+                let def = head
+                    .tables
+                    .by_name(&name)
+                    .ok_or(Error::NoSuchTable(name))?;
+                if def.id == DEFAULT_TABLE_ID {
+                    return Err(Error::DefaultTable);
+                }
+                record.dropped.push(def.id);
+                def.id
+            }
+        };
+        w.guarded(|w| {
+            let published =
+                self.publish_record(w, &head, &record, Blocks::none(), self.versions.next_id())?;
+            self.counters.commit();
+            self.counters.written(published.log_bytes, 0);
+            self.refresh_emptied(w);
+            self.after_commit(w)?;
+            let head = self.head();
+            Ok((
+                CommitInfo {
+                    seq,
+                    root: head.tables.default_dir().root_node(),
+                    db_root: head.tables.db_root(),
+                    pages_written: 0,
+                    bytes_written: published.log_bytes,
+                    pages_relocated: 0,
+                    values_relocated: 0,
+                },
+                id,
+            ))
+        })
+    }
+}
