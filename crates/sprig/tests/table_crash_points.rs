@@ -74,7 +74,7 @@ fn workload(seed: u64) -> Vec<Step> {
                 1 => batch.push((
                     "utxo",
                     i,
-                    Change::Put(vec![i as u8; if r % 11 == 0 { 1800 } else { 20 }]),
+                    Change::Put(vec![i as u8; if r.is_multiple_of(11) { 1800 } else { 20 }]),
                 )),
                 2 => batch.push(("stake", i, Change::Upsert((r % 100).to_le_bytes().to_vec()))),
                 3 if round > 2 => batch.push(("utxo", i, Change::Delete)),
