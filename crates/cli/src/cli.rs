@@ -41,6 +41,15 @@ pub struct Cli {
     /// Print one JSON document on stdout instead of text (errors too); no progress bars.
     #[arg(long, global = true)]
     pub json: bool,
+    /// The table put, upsert, get, delete and root work on.
+    #[arg(
+        long,
+        short = 't',
+        global = true,
+        default_value = "default",
+        value_name = "NAME"
+    )]
+    pub table: String,
     /// The command.
     #[command(subcommand)]
     pub command: Command,
@@ -58,6 +67,15 @@ pub enum Command {
         sprig --db ./state put --value-format hex <64-hex-digit key path> 0x0a0b"
     )]
     Put(PutArgs),
+    /// Upsert one key in a table with a resolver (one durable commit); prints the new roots.
+    #[command(
+        after_help = "Example:\n  sprig --db ./state table create balances --resolver add-u64\n  \
+        sprig --db ./state --table balances upsert --key-format text alice --value-format hex 0x0500000000000000"
+    )]
+    Upsert(PutArgs),
+    /// Create, list, drop and describe tables.
+    #[command(subcommand)]
+    Table(TableCommand),
     /// Print the values of keys (exit code 1 if any is missing).
     #[command(after_help = "Example:\n  sprig --db ./state get --key-format text alice bob")]
     Get(GetArgs),
@@ -132,6 +150,36 @@ Examples:
   sprig demo
   sprig demo --keys 100000 --path /tmp/sprig-demo")]
     Demo(DemoArgs),
+}
+
+/// `table` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum TableCommand {
+    /// Create an empty table (one durable commit).
+    #[command(after_help = "\
+Built-in resolvers: replace, add-u64, add-u128 (little-endian sums, saturating), max, min
+(byte-wise), concat.
+
+Example:\n  sprig --db ./state table create balances --resolver add-u64")]
+    Create {
+        /// The table's name.
+        name: String,
+        /// The resolver that combines upserted values with stored ones.
+        #[arg(long, value_name = "NAME")]
+        resolver: Option<String>,
+    },
+    /// List every table with its entries, resolver and root, and the database root.
+    List,
+    /// Drop a table and its entries (one durable commit).
+    Drop {
+        /// The table's name.
+        name: String,
+    },
+    /// Describe one table.
+    Stat {
+        /// The table's name.
+        name: String,
+    },
 }
 
 /// A hasher name on the command line.

@@ -71,7 +71,12 @@ impl CliError {
                 sprig::Error::Corruption { .. } => exit::CORRUPTION,
                 sprig::Error::InvalidArgument(_)
                 | sprig::Error::ValueTooLarge { .. }
-                | sprig::Error::Proof(_) => exit::INVALID_INPUT,
+                | sprig::Error::Proof(_)
+                | sprig::Error::NoResolver(_) => exit::INVALID_INPUT,
+                sprig::Error::NoSuchTable(_)
+                | sprig::Error::TableExists(_)
+                | sprig::Error::DefaultTable
+                | sprig::Error::ResolverMissing { .. } => exit::USAGE,
                 sprig::Error::HasherMismatch { .. } | sprig::Error::NotRetained { .. } => {
                     exit::USAGE
                 }

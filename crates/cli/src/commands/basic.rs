@@ -7,7 +7,7 @@ use crate::error::{exit, CliError, CliResult};
 use crate::format::{display_value, hex};
 use crate::output::Outcome;
 use serde_json::json;
-use sprig::{CommitInfo, Db, KeyPath, Options};
+use sprig::{CommitInfo, Db, KeyPath, Options, Table};
 
 /// `init`: create a new database.
 pub fn init(ctx: &Ctx, args: &InitArgs) -> CliResult<Outcome> {
@@ -40,27 +40,43 @@ pub fn init(ctx: &Ctx, args: &InitArgs) -> CliResult<Outcome> {
     ))
 }
 
-/// Commit one batch of `changes` and describe the commit.
-fn commit_changes(db: &Db, changes: Vec<(KeyPath, Option<Vec<u8>>)>) -> CliResult<CommitInfo> {
+/// Commit one batch of `changes` to `table` and describe the commit.
+fn commit_changes(
+    db: &Db,
+    table: &Table,
+    changes: Vec<(KeyPath, Option<Vec<u8>>)>,
+) -> CliResult<CommitInfo> {
     let mut batch = db.begin();
     for (key, value) in changes {
         match value {
-            Some(v) => batch.put(key, v)?,
-            None => batch.delete(key),
+            Some(v) => batch.put_in(table, key, v)?,
+            None => batch.delete_in(table, key)?,
         }
     }
     Ok(db.commit(batch.finish()?)?)
 }
 
-fn committed(info: &CommitInfo, what: String) -> Outcome {
-    Outcome::ok(
-        json!({"seq": info.seq, "root": hex(&info.root), "pages_written": info.pages_written}),
-        format!(
-            "{what}; committed as version {}\nroot {}",
-            info.seq,
-            hex(&info.root)
-        ),
-    )
+/// A commit's outcome: the version, the table's root (the state root for the default table)
+/// and, beside another table, the database root.
+fn committed(db: &Db, table: &Table, info: &CommitInfo, what: String) -> CliResult<Outcome> {
+    let root = db.view().table_root(table)?;
+    let mut text = format!(
+        "{what}; committed as version {}\nroot {}",
+        info.seq,
+        hex(&root)
+    );
+    if table.id() != 0 {
+        text = format!(
+            "{text} (table {})\ndatabase root {}",
+            table.name(),
+            hex(&info.db_root)
+        );
+    }
+    Ok(Outcome::ok(
+        json!({"seq": info.seq, "table": table.name(), "root": hex(&root),
+               "db_root": hex(&info.db_root), "pages_written": info.pages_written}),
+        text,
+    ))
 }
 
 /// `put`: set one key.
@@ -75,8 +91,28 @@ pub fn put(ctx: &Ctx, args: &PutArgs) -> CliResult<Outcome> {
         .value_format
         .parse(&args.value)
         .map_err(|e| CliError::input("value", e))?;
-    let info = commit_changes(&db, vec![(key, Some(value))])?;
-    Ok(committed(&info, format!("set {}", hex(&key))))
+    let table = ctx.table(&db)?;
+    let info = commit_changes(&db, &table, vec![(key, Some(value))])?;
+    committed(&db, &table, &info, format!("set {}", hex(&key)))
+}
+
+/// `upsert`: combine a value into one key by the table's resolver.
+pub fn upsert(ctx: &Ctx, args: &PutArgs) -> CliResult<Outcome> {
+    let db = ctx.open("upsert")?;
+    let key = args
+        .keys
+        .key_format
+        .parse(db.hasher(), &args.key)
+        .map_err(|e| CliError::input("key", e))?;
+    let value = args
+        .value_format
+        .parse(&args.value)
+        .map_err(|e| CliError::input("value", e))?;
+    let table = ctx.table(&db)?;
+    let mut batch = db.begin();
+    batch.upsert_in(&table, key, value)?;
+    let info = db.commit(batch.finish()?)?;
+    committed(&db, &table, &info, format!("upserted {}", hex(&key)))
 }
 
 /// `get`: print values; exit code 1 if any key is missing.
@@ -85,7 +121,8 @@ pub fn get(ctx: &Ctx, args: &GetArgs) -> CliResult<Outcome> {
     let hasher = db.hasher();
     let keys = gather_keys(&args.key, None, |t| args.keys.key_format.parse(hasher, t))?;
     let view = db.view();
-    let values = view.get_many(&keys)?;
+    let table = ctx.table(&db)?;
+    let values = view.get_many_in(&table, &keys)?;
     let mut rows = Vec::with_capacity(keys.len());
     let mut lines = Vec::with_capacity(keys.len());
     let mut missing = 0usize;
@@ -109,7 +146,8 @@ pub fn get(ctx: &Ctx, args: &GetArgs) -> CliResult<Outcome> {
         });
     }
     let mut outcome = Outcome::ok(
-        json!({"seq": view.seq(), "root": hex(&view.root()), "entries": rows}),
+        json!({"seq": view.seq(), "table": table.name(),
+               "root": hex(&view.table_root(&table)?), "entries": rows}),
         lines.join("\n"),
     );
     if missing > 0 {
@@ -126,8 +164,9 @@ pub fn delete(ctx: &Ctx, args: &DeleteArgs) -> CliResult<Outcome> {
         args.keys.key_format.parse(hasher, t)
     })?;
     let count = keys.len();
-    let info = commit_changes(&db, keys.into_iter().map(|k| (k, None)).collect())?;
-    let mut outcome = committed(&info, format!("deleted {count} key(s)"));
+    let table = ctx.table(&db)?;
+    let info = commit_changes(&db, &table, keys.into_iter().map(|k| (k, None)).collect())?;
+    let mut outcome = committed(&db, &table, &info, format!("deleted {count} key(s)"))?;
     if let Some(doc) = outcome.json.as_object_mut() {
         doc.insert("deleted".into(), json!(count));
     }
@@ -137,13 +176,18 @@ pub fn delete(ctx: &Ctx, args: &DeleteArgs) -> CliResult<Outcome> {
 /// `root`: the latest root and sequence number.
 pub fn root(ctx: &Ctx) -> CliResult<Outcome> {
     let db = ctx.open_read_only("root")?;
-    let (root, seq) = (db.root(), db.seq());
+    let view = db.view();
+    let table = ctx.table(&db)?;
+    let (root, seq, db_root) = (view.table_root(&table)?, view.seq(), view.db_root());
     Ok(Outcome::ok(
-        json!({"root": hex(&root), "seq": seq, "hasher": db.hasher().name()}),
+        json!({"root": hex(&root), "table": table.name(), "db_root": hex(&db_root),
+               "seq": seq, "hasher": db.hasher().name()}),
         format!(
-            "{}\n(version {seq}, hasher {})",
+            "{}\n(version {seq}, hasher {}, table {}; database root {})",
             hex(&root),
-            db.hasher().name()
+            db.hasher().name(),
+            table.name(),
+            hex(&db_root)
         ),
     ))
 }

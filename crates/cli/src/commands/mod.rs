@@ -6,6 +6,7 @@ mod basic;
 mod demo;
 mod inspect;
 mod prove;
+mod tables;
 mod transfer;
 mod verify;
 
@@ -21,6 +22,8 @@ pub struct Ctx {
     pub db: Option<PathBuf>,
     /// Whether progress bars draw.
     pub progress: bool,
+    /// `--table`.
+    pub table: String,
 }
 
 impl Ctx {
@@ -39,6 +42,11 @@ impl Ctx {
         let db = Db::open(path, open_options())?;
         warn_about_recovery(&db);
         Ok(db)
+    }
+
+    /// The table `--table` names in `db`.
+    pub fn table(&self, db: &Db) -> CliResult<sprig::Table> {
+        Ok(db.table(&self.table)?)
     }
 
     /// Open the existing database at `--db` for reading only: no lock, nothing written, so it
@@ -70,10 +78,13 @@ pub fn run(cli: Cli) -> CliResult<Outcome> {
     let ctx = Ctx {
         db: cli.db,
         progress: progress_allowed(cli.json),
+        table: cli.table,
     };
     match cli.command {
         Command::Init(a) => basic::init(&ctx, &a),
         Command::Put(a) => basic::put(&ctx, &a),
+        Command::Upsert(a) => basic::upsert(&ctx, &a),
+        Command::Table(c) => tables::run(&ctx, &c),
         Command::Get(a) => basic::get(&ctx, &a),
         Command::Delete(a) => basic::delete(&ctx, &a),
         Command::Root => basic::root(&ctx),

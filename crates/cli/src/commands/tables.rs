@@ -1,0 +1,95 @@
+//! `table create|list|drop|stat`: the catalog of tables. Creating and dropping are durable
+//! commits; listing and describing open the database read-only.
+
+use super::Ctx;
+use crate::cli::TableCommand;
+use crate::error::CliResult;
+use crate::format::hex;
+use crate::output::Outcome;
+use serde_json::json;
+use sprig::{TableInfo, TableOptions};
+
+fn describe(t: &TableInfo) -> serde_json::Value {
+    json!({
+        "name": t.table.name(),
+        "id": t.table.id(),
+        "resolver": t.resolver,
+        "entries": t.entries,
+        "root": hex(&t.root),
+    })
+}
+
+fn line(t: &TableInfo) -> String {
+    format!(
+        "{:<24} {:>12} entries  resolver {:<10} root {}",
+        t.table.name(),
+        t.entries,
+        t.resolver.as_deref().unwrap_or("-"),
+        hex(&t.root)
+    )
+}
+
+/// Run a `table` subcommand.
+pub fn run(ctx: &Ctx, command: &TableCommand) -> CliResult<Outcome> {
+    match command {
+        TableCommand::Create { name, resolver } => {
+            let db = ctx.open("table create")?;
+            let table = db.create_table(
+                name,
+                TableOptions {
+                    resolver: resolver.clone(),
+                },
+            )?;
+            let (seq, db_root) = (db.seq(), db.db_root());
+            Ok(Outcome::ok(
+                json!({"name": table.name(), "id": table.id(), "resolver": resolver,
+                       "seq": seq, "db_root": hex(&db_root)}),
+                format!(
+                    "created table {} (resolver {}); committed as version {seq}\ndatabase root {}",
+                    table.name(),
+                    resolver.as_deref().unwrap_or("none"),
+                    hex(&db_root)
+                ),
+            ))
+        }
+        TableCommand::Drop { name } => {
+            let db = ctx.open("table drop")?;
+            let info = db.drop_table(name)?;
+            Ok(Outcome::ok(
+                json!({"dropped": name, "seq": info.seq, "db_root": hex(&info.db_root)}),
+                format!(
+                    "dropped table {name}; committed as version {}\ndatabase root {}",
+                    info.seq,
+                    hex(&info.db_root)
+                ),
+            ))
+        }
+        TableCommand::List => {
+            let db = ctx.open_read_only("table list")?;
+            let view = db.view();
+            let tables = view.tables();
+            let mut text: Vec<String> = tables.iter().map(line).collect();
+            text.push(format!(
+                "database root {} (version {})",
+                hex(&view.db_root()),
+                view.seq()
+            ));
+            Ok(Outcome::ok(
+                json!({"seq": view.seq(), "db_root": hex(&view.db_root()),
+                       "tables": tables.iter().map(describe).collect::<Vec<_>>()}),
+                text.join("\n"),
+            ))
+        }
+        TableCommand::Stat { name } => {
+            let db = ctx.open_read_only("table stat")?;
+            let view = db.view();
+            let table = view.table(name)?;
+            let info = view
+                .tables()
+                .into_iter()
+                .find(|t| t.table == table)
+                .ok_or_else(|| sprig::Error::NoSuchTable(name.clone()))?;
+            Ok(Outcome::ok(describe(&info), line(&info)))
+        }
+    }
+}
