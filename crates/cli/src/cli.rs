@@ -175,6 +175,21 @@ Example:\n  sprig --db ./state table create balances --resolver add-u64")]
         /// The table's name.
         name: String,
     },
+    /// Create a table as the union of others (one durable commit): equal keys combined in
+    /// input order by --resolver, or the first input's value without one.
+    #[command(
+        after_help = "Example:\n  sprig --db ./state table union all-rewards epoch-1 epoch-2 --resolver add-u64"
+    )]
+    Union {
+        /// The new table's name.
+        name: String,
+        /// The input tables, in order.
+        #[arg(required = true)]
+        inputs: Vec<String>,
+        /// The new table's resolver, which also combines equal keys.
+        #[arg(long, value_name = "NAME")]
+        resolver: Option<String>,
+    },
     /// Describe one table.
     Stat {
         /// The table's name.

@@ -47,8 +47,36 @@ fn tables_upserts_and_the_table_option() {
     run(&["table", "create", "balances"]).expect(2);
     run(&["table", "create", "x", "--resolver", "unknown"]).expect(2);
 
+    run(&["table", "create", "more", "--resolver", "add-u64"]).expect(0);
+    run(&[
+        "-t",
+        "more",
+        "upsert",
+        "-k",
+        "text",
+        "alice",
+        "-v",
+        "hex",
+        "0x0100000000000000",
+    ])
+    .expect(0);
+    let u = run(&[
+        "table",
+        "union",
+        "sum",
+        "balances",
+        "more",
+        "--resolver",
+        "add-u64",
+    ])
+    .expect(0);
+    assert_eq!(u.json()["entries"], 1);
+    let got = run(&["-t", "sum", "get", "-k", "text", "alice"]).expect(0);
+    assert_eq!(got.json()["entries"][0]["value"], "0d00000000000000");
+    run(&["table", "union", "bad", "balances", "nope"]).expect(2);
+
     run(&["-t", "balances", "delete", "-k", "text", "alice"]).expect(0);
     run(&["table", "drop", "balances"]).expect(0);
     let list = run(&["table", "list"]).expect(0).json();
-    assert_eq!(list["tables"].as_array().unwrap().len(), 1);
+    assert_eq!(list["tables"].as_array().unwrap().len(), 3);
 }

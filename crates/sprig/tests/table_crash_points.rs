@@ -46,6 +46,8 @@ enum Step {
     Batch(Vec<(&'static str, usize, Change)>),
     Checkpoint,
     Clean,
+    /// A new table: the union of two, left-biased.
+    Union(&'static str, &'static str, &'static str),
 }
 
 #[derive(Clone, Debug)]
@@ -95,6 +97,7 @@ fn workload(seed: u64) -> Vec<Step> {
                 steps.push(Step::Create("rewards", Some("concat")));
             }
             5 => steps.push(Step::Clean),
+            6 => steps.push(Step::Union("merged", "stake", "rewards")),
             _ => {}
         }
     }
@@ -143,6 +146,23 @@ fn apply(model: &mut TablesModel, step: &Step, keys: &[KeyPath]) {
             }
         }
         Step::Checkpoint | Step::Clean => {}
+        Step::Union(name, a, b) => {
+            let mut entries: Vec<(KeyPath, Vec<u8>)> = Vec::new();
+            for input in [b, a] {
+                entries.extend(
+                    model
+                        .table(input)
+                        .unwrap()
+                        .iter()
+                        .map(|(k, v)| (*k, v.to_vec())),
+                );
+            }
+            model.create(name);
+            let m = model.table_mut(name).unwrap();
+            for (k, v) in entries {
+                m.insert(k, v);
+            }
+        }
     }
 }
 
@@ -170,6 +190,13 @@ fn run_step(db: &Db, step: &Step, keys: &[KeyPath]) -> sprig::Result<()> {
             db.commit(b.finish()?).map(|_| ())
         }
         Step::Checkpoint => db.checkpoint(),
+        Step::Union(name, a, b) => db
+            .union(
+                name,
+                &[&db.table(a)?, &db.table(b)?],
+                TableOptions::default(),
+            )
+            .map(|_| ()),
         Step::Clean => db.clean().map(|_| ()),
     }
 }

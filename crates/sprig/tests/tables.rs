@@ -506,3 +506,87 @@ fn unknown_tables_stale_handles_and_missing_resolvers_are_clear_errors() {
     drop(ro);
     Db::open_with_storage(storage, options()).unwrap();
 }
+
+/// Union: every key of the inputs, equal keys combined by the new table's resolver in input
+/// order (left-biased without one); inputs unchanged; the result an ordinary table.
+#[test]
+fn union_combines_equal_keys_in_input_order() {
+    let db = Db::open_in_memory(Options::default()).unwrap();
+    let mut model = TablesModel::new(db.hasher());
+    let x = db.create_table("x", TableOptions::default()).unwrap();
+    let y = db.create_table("y", TableOptions::default()).unwrap();
+    model.create("x");
+    model.create("y");
+    let keys = keys(400);
+    let mut b = db.begin();
+    for (i, k) in keys.iter().enumerate() {
+        let v = if i % 50 == 0 {
+            vec![i as u8; 1500]
+        } else {
+            vec![i as u8; 1 + i % 9]
+        };
+        if i % 3 != 0 {
+            b.put_in(&x, *k, v.clone()).unwrap();
+            model.table_mut("x").unwrap().insert(*k, v.clone());
+        }
+        if i % 2 == 0 {
+            let w = [&v[..], b"-y"].concat();
+            b.put_in(&y, *k, w.clone()).unwrap();
+            model.table_mut("y").unwrap().insert(*k, w);
+        }
+    }
+    db.commit(b.finish().unwrap()).unwrap();
+    let expect = |name: &str, combine: &dyn Fn(&[u8], &[u8]) -> Vec<u8>| {
+        let mut m = sprig_core::ReferenceModel::new(db.hasher());
+        for (k, v) in model.table("x").unwrap().iter() {
+            m.insert(*k, v.to_vec());
+        }
+        for (k, v) in model.table("y").unwrap().iter() {
+            let new = match m.get(k) {
+                Some(old) => combine(old, v),
+                None => v.to_vec(),
+            };
+            m.insert(*k, new);
+        }
+        let _ = name;
+        m
+    };
+    let (left, info) = db
+        .union("left", &[&x, &y], TableOptions::default())
+        .unwrap();
+    let want = expect("left", &|old, _| old.to_vec());
+    assert_eq!(db.view().table_root(&left).unwrap(), want.root());
+    assert_eq!(info.db_root, db.db_root());
+    let (cat, _) = db
+        .union("cat", &[&x, &y], TableOptions::resolver("concat"))
+        .unwrap();
+    let want_cat = expect("cat", &|old, new| [old, new].concat());
+    let view = db.view();
+    assert_eq!(view.table_root(&cat).unwrap(), want_cat.root());
+    let values = view.get_many_in(&cat, &keys).unwrap();
+    for (k, v) in keys.iter().zip(values) {
+        assert_eq!(v.as_deref(), want_cat.get(k));
+    }
+    // Inputs unchanged; the union is an ordinary table (writable, droppable).
+    assert_eq!(
+        view.table_root(&x).unwrap(),
+        model.table("x").unwrap().root()
+    );
+    let mut b = db.begin();
+    b.put_in(&cat, keys[0], b"new".to_vec()).unwrap();
+    db.commit(b.finish().unwrap()).unwrap();
+    assert!(matches!(
+        db.union("cat", &[&x], TableOptions::default()),
+        Err(Error::TableExists(_))
+    ));
+    db.drop_table("x").unwrap();
+    assert!(matches!(
+        db.union("z", &[&x, &y], TableOptions::default()),
+        Err(Error::NoSuchTable(_))
+    ));
+    // A resolver refusing the inputs fails the union, creating nothing.
+    let before = db.tables().len();
+    let e = db.union("sum", &[&y, &cat], TableOptions::resolver("add-u64"));
+    assert!(matches!(e, Err(Error::InvalidArgument(_))), "{e:?}");
+    assert_eq!(db.tables().len(), before);
+}

@@ -1,4 +1,4 @@
-//! `table create|list|drop|stat`: the catalog of tables. Creating and dropping are durable
+//! `table create|list|drop|union|stat`: the catalog of tables. Creating and dropping are durable
 //! commits; listing and describing open the database read-only.
 
 use super::Ctx;
@@ -49,6 +49,40 @@ pub fn run(ctx: &Ctx, command: &TableCommand) -> CliResult<Outcome> {
                     table.name(),
                     resolver.as_deref().unwrap_or("none"),
                     hex(&db_root)
+                ),
+            ))
+        }
+        TableCommand::Union {
+            name,
+            inputs,
+            resolver,
+        } => {
+            let db = ctx.open("table union")?;
+            let tables = inputs
+                .iter()
+                .map(|n| db.table(n))
+                .collect::<sprig::Result<Vec<_>>>()?;
+            let refs: Vec<&sprig::Table> = tables.iter().collect();
+            let (table, info) = db.union(
+                name,
+                &refs,
+                TableOptions {
+                    resolver: resolver.clone(),
+                },
+            )?;
+            let view = db.view();
+            let (entries, root) = (view.len_in(&table)?, view.table_root(&table)?);
+            Ok(Outcome::ok(
+                json!({"name": table.name(), "inputs": inputs, "entries": entries,
+                       "root": hex(&root), "seq": info.seq, "db_root": hex(&info.db_root)}),
+                format!(
+                    "created table {} as the union of {} ({entries} entries); committed as \
+                     version {}\nroot {}\ndatabase root {}",
+                    table.name(),
+                    inputs.join(", "),
+                    info.seq,
+                    hex(&root),
+                    hex(&info.db_root)
                 ),
             ))
         }

@@ -32,6 +32,7 @@ use crate::write::bulk::BUFFER_BYTES;
 use crate::write::catalog::CatalogChange;
 use crate::write::cleaner::CleanMode;
 use crate::write::engine::Inner;
+use crate::write::import::ImportTarget;
 use crate::write::{BulkOptions, BulkProgress, BulkReport, CommitInfo, ImportOptions};
 use parking_lot::Mutex;
 use sprig_core::trie::{KeyPath, Node};
@@ -562,7 +563,8 @@ impl Db {
     where
         I: IntoIterator<Item = Result<(KeyPath, Option<Vec<u8>>)>>,
     {
-        self.inner.import_sorted(DEFAULT_TABLE_ID, changes, options)
+        self.inner
+            .import_sorted(ImportTarget::Existing(DEFAULT_TABLE_ID), changes, options)
     }
 
     /// [`Db::import_sorted`] into `table`.
@@ -576,7 +578,8 @@ impl Db {
         I: IntoIterator<Item = Result<(KeyPath, Option<Vec<u8>>)>>,
     {
         table.dir(&self.inner.head().tables)?;
-        self.inner.import_sorted(table.id, changes, options)
+        self.inner
+            .import_sorted(ImportTarget::Existing(table.id), changes, options)
     }
 
     /// Make the retained version `seq` the latest again, durably, as a new commit. Fails if

@@ -10,4 +10,5 @@ pub(crate) mod handle;
 pub(crate) mod pipeline;
 pub(crate) mod scan;
 pub(crate) mod table;
+pub(crate) mod union;
 pub(crate) mod view;

@@ -36,7 +36,18 @@ use crate::state::directory::{Directory, PageLoc, PageRef, Subtree};
 use crate::error::{Error, Result};
 use crate::io::BLOCK_BYTES;
 use crate::log::record::{hex, CommitRecord, TableChange};
-use crate::state::tables::TableId;
+use crate::state::tables::{check_table_name, TableDef, TableId};
+
+/// Where an import goes.
+pub(crate) enum ImportTarget {
+    /// Into an existing table.
+    Existing(TableId),
+    /// Into a new table, created by the import's commit.
+    New {
+        name: String,
+        resolver: Option<String>,
+    },
+}
 use crate::log::segments::{loc_block, loc_segment, SegmentTable};
 use crate::options::SyncPolicy;
 use crate::state::page::{
@@ -86,7 +97,7 @@ impl Inner {
     /// Apply a sorted stream of changes as one commit (see `Db::import_sorted`).
     pub(crate) fn import_sorted<I>(
         &self,
-        table: TableId,
+        target: ImportTarget,
         changes: I,
         options: &ImportOptions,
     ) -> Result<CommitInfo>
@@ -97,7 +108,7 @@ impl Inner {
         let mut w = inner.log.writer.lock();
         w.check_writable()?;
         let head = inner.head();
-        let mut import = Import::new(inner, &w, &head, table, options)?;
+        let mut import = Import::new(inner, &w, &head, target, options)?;
         let result = changes
             .into_iter()
             .try_for_each(|change| import.push(change?))
@@ -125,6 +136,8 @@ struct Import<'a> {
     inner: &'a Inner,
     /// The table imported into.
     table_id: TableId,
+    /// The table's description, when the import creates it.
+    create: Option<TableDef>,
     /// The latest version's directory of that table: what the commit record's regions
     /// replace.
     base: Directory,
@@ -179,14 +192,28 @@ impl<'a> Import<'a> {
         inner: &'a Inner,
         w: &Writer,
         head: &Version,
-        table_id: TableId,
+        target: ImportTarget,
         options: &ImportOptions,
     ) -> Result<Import<'a>> {
-        let dir = head
-            .tables
-            .dir(table_id)
-            .ok_or(Error::NoSuchTable(format!("#{table_id}")))?
-            .clone();
+        let (table_id, create, dir) = match target {
+            ImportTarget::Existing(id) => {
+                let dir = head
+                    .tables
+                    .dir(id)
+                    .ok_or(Error::NoSuchTable(format!("#{id}")))?
+                    .clone();
+                (id, None, dir)
+            }
+            ImportTarget::New { name, resolver } => {
+                check_table_name(&name).map_err(Error::InvalidArgument)?;
+                if head.tables.by_name(&name).is_some() {
+                    return Err(Error::TableExists(name));
+                }
+                let id = head.tables.next_id();
+                let dir = Directory::empty(head.tables.arena(), inner.hasher);
+                (id, Some(TableDef { id, name, resolver }), dir)
+            }
+        };
         let budget = options.memory_bytes.max(MIN_IMPORT_MEMORY_BYTES);
         let budget = usize::try_from(budget).unwrap_or(usize::MAX);
         let seq = head
@@ -196,6 +223,7 @@ impl<'a> Import<'a> {
         Ok(Import {
             inner,
             table_id,
+            create,
             base: dir.clone(),
             work: dir,
             stamp: Stamp {
@@ -542,7 +570,7 @@ impl<'a> Import<'a> {
         let record = CommitRecord {
             seq: self.stamp.seq,
             dropped: Vec::new(),
-            created: Vec::new(),
+            created: self.create.iter().cloned().collect(),
             tables: vec![TableChange {
                 table: self.table_id,
                 root: dir.root_node(),
@@ -553,9 +581,11 @@ impl<'a> Import<'a> {
             values_freed: std::mem::take(&mut self.values_freed),
             segment_heads: segment_heads_of(&self.table, self.stager.touched()),
         };
-        let tables_after = head.tables.with_dir(self.table_id, dir).map_err(|e| {
-            Error::internal(format!("an import into a table its version lacks: {e}"))
-        })?;
+        let tables_after = match &self.create {
+            Some(def) => head.tables.with_created(def.clone(), dir),
+            None => head.tables.with_dir(self.table_id, dir),
+        }
+        .map_err(|e| Error::internal(format!("an import into a table its version lacks: {e}")))?;
         // Segment files this import created: those empty before it.
         let created: BTreeSet<u32> = self
             .stager
