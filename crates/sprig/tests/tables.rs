@@ -536,7 +536,8 @@ fn union_combines_equal_keys_in_input_order() {
         }
     }
     db.commit(b.finish().unwrap()).unwrap();
-    let expect = |name: &str, combine: &dyn Fn(&[u8], &[u8]) -> Vec<u8>| {
+    type Combine = dyn Fn(&[u8], &[u8]) -> Vec<u8>;
+    let expect = |combine: &Combine| {
         let mut m = sprig_core::ReferenceModel::new(db.hasher());
         for (k, v) in model.table("x").unwrap().iter() {
             m.insert(*k, v.to_vec());
@@ -548,19 +549,18 @@ fn union_combines_equal_keys_in_input_order() {
             };
             m.insert(*k, new);
         }
-        let _ = name;
         m
     };
     let (left, info) = db
         .union("left", &[&x, &y], TableOptions::default())
         .unwrap();
-    let want = expect("left", &|old, _| old.to_vec());
+    let want = expect(&|old, _| old.to_vec());
     assert_eq!(db.view().table_root(&left).unwrap(), want.root());
     assert_eq!(info.db_root, db.db_root());
     let (cat, _) = db
         .union("cat", &[&x, &y], TableOptions::resolver("concat"))
         .unwrap();
-    let want_cat = expect("cat", &|old, new| [old, new].concat());
+    let want_cat = expect(&|old, new| [old, new].concat());
     let view = db.view();
     assert_eq!(view.table_root(&cat).unwrap(), want_cat.root());
     let values = view.get_many_in(&cat, &keys).unwrap();
