@@ -1,4 +1,4 @@
-//! The command line: subcommands `create`, `run` and `compare`, and the settings they share.
+//! The command line: subcommands `create`, `run`, `compare` and `upsert`, and the settings they share.
 //! It only describes arguments; the work is done by `runner` and `compare`.
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
@@ -25,6 +25,9 @@ pub enum Command {
     /// Run engines alternately on the same generated workload, each in its own process (and
     /// memory cgroup if asked), and print the ratios Sprig ÷ peer.
     Compare(CompareArgs),
+    /// Sprig's upserts: fresh keys with put vs upsert, present keys with upsert vs
+    /// lookup-then-insert (lsm-tree's requirement 6).
+    Upsert(crate::upsert::UpsertArgs),
 }
 
 /// The workloads.

@@ -9,6 +9,7 @@ mod engine;
 mod report;
 mod runner;
 mod sys;
+mod upsert;
 mod workload;
 
 use anyhow::Result;
@@ -55,6 +56,7 @@ fn main() -> Result<()> {
             let c = compare::compare(&a)?;
             compare::output(&c, &a.common.output)?;
         }
+        Command::Upsert(a) => upsert::run(&a)?,
     }
     Ok(())
 }
