@@ -8,6 +8,9 @@
 //!
 //! Replay a failure with `SPRIG_TEST_SEED=<seed> cargo test --test table_crash_points`.
 
+mod common;
+
+use common::test_seed;
 use sprig::io::{CrashMode, FaultStorage, Storage};
 use sprig::{Db, Hasher, KeyPath, Options, Table, TableOptions};
 use sprig_core::{TablesModel, DEFAULT_TABLE};
@@ -22,13 +25,6 @@ fn options() -> Options {
         page_cache_bytes: 0,
         ..Options::default()
     }
-}
-
-fn seed() -> u64 {
-    std::env::var("SPRIG_TEST_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(20261123)
 }
 
 fn keys(seed: u64) -> Vec<KeyPath> {
@@ -358,7 +354,8 @@ fn explore(
 
 #[test]
 fn every_crash_point_of_a_multi_table_workload_recovers_one_committed_version() {
-    for seed in [seed(), seed().wrapping_add(1)] {
+    let seed = test_seed("table_crash_points", 20261123);
+    for seed in [seed, seed.wrapping_add(1)] {
         explore_all(seed);
     }
 }

@@ -590,3 +590,25 @@ fn union_combines_equal_keys_in_input_order() {
     assert!(matches!(e, Err(Error::InvalidArgument(_))), "{e:?}");
     assert_eq!(db.tables().len(), before);
 }
+
+/// An upsert folded into an earlier put or upsert of the same batch is held to the value
+/// limit as a put is (before, the folded value was kept unchecked and reached the commit).
+#[test]
+fn folded_upserts_are_held_to_the_value_limit() {
+    // Zeroed and never touched: the allocation costs no memory.
+    let options =
+        Options::default().resolver("grow", |_, _| Ok(vec![0; sprig::MAX_VALUE_BYTES + 1]));
+    let db = Db::open_in_memory(options).unwrap();
+    let t = db
+        .create_table("t", TableOptions::resolver("grow"))
+        .unwrap();
+    let k = db.key_path(b"k");
+    let mut b = db.begin();
+    b.put_in(&t, k, b"v".to_vec()).unwrap();
+    let e = b.upsert_in(&t, k, b"w".to_vec());
+    assert!(matches!(e, Err(Error::ValueTooLarge { .. })), "{e:?}");
+    let mut b = db.begin();
+    b.upsert_in(&t, k, b"v".to_vec()).unwrap();
+    let e = b.upsert_in(&t, k, b"w".to_vec());
+    assert!(matches!(e, Err(Error::ValueTooLarge { .. })), "{e:?}");
+}

@@ -79,9 +79,8 @@ fn committed(db: &Db, table: &Table, info: &CommitInfo, what: String) -> CliResu
     ))
 }
 
-/// `put`: set one key.
-pub fn put(ctx: &Ctx, args: &PutArgs) -> CliResult<Outcome> {
-    let db = ctx.open("put")?;
+/// The key and value of `put` and `upsert`, parsed.
+fn key_and_value(db: &Db, args: &PutArgs) -> CliResult<(KeyPath, Vec<u8>)> {
     let key = args
         .keys
         .key_format
@@ -91,6 +90,13 @@ pub fn put(ctx: &Ctx, args: &PutArgs) -> CliResult<Outcome> {
         .value_format
         .parse(&args.value)
         .map_err(|e| CliError::input("value", e))?;
+    Ok((key, value))
+}
+
+/// `put`: set one key.
+pub fn put(ctx: &Ctx, args: &PutArgs) -> CliResult<Outcome> {
+    let db = ctx.open("put")?;
+    let (key, value) = key_and_value(&db, args)?;
     let table = ctx.table(&db)?;
     let info = commit_changes(&db, &table, vec![(key, Some(value))])?;
     committed(&db, &table, &info, format!("set {}", hex(&key)))
@@ -99,15 +105,7 @@ pub fn put(ctx: &Ctx, args: &PutArgs) -> CliResult<Outcome> {
 /// `upsert`: combine a value into one key by the table's resolver.
 pub fn upsert(ctx: &Ctx, args: &PutArgs) -> CliResult<Outcome> {
     let db = ctx.open("upsert")?;
-    let key = args
-        .keys
-        .key_format
-        .parse(db.hasher(), &args.key)
-        .map_err(|e| CliError::input("key", e))?;
-    let value = args
-        .value_format
-        .parse(&args.value)
-        .map_err(|e| CliError::input("value", e))?;
+    let (key, value) = key_and_value(&db, args)?;
     let table = ctx.table(&db)?;
     let mut batch = db.begin();
     batch.upsert_in(&table, key, value)?;

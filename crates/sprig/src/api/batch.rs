@@ -10,7 +10,7 @@ use crate::resolve::ResolveFn;
 use crate::state::directory::{Directory, PageRef};
 use crate::state::page::{Page, MAX_INLINE_VALUE_BYTES, MAX_VALUE_BYTES};
 use crate::state::prefix::Prefix;
-use crate::state::tables::{TableId, TableRegions, DEFAULT_TABLE_ID};
+use crate::state::tables::{TableId, DEFAULT_TABLE_ID};
 use crate::state::version::Version;
 use crate::state::version::{overlay_bytes, OverlayParts, OverlayState};
 use crate::state::versions::Pin;
@@ -134,6 +134,11 @@ impl WriteBatch {
     /// The value of `key` in `table` in the base version.
     fn stored(&mut self, table: &Table, key: &KeyPath) -> Result<Option<Vec<u8>>> {
         self.prefetch_in(table, &[*key])?;
+        self.loaded_value(table, key)
+    }
+
+    /// The value of `key` in `table` in the base version, its page already loaded.
+    fn loaded_value(&self, table: &Table, key: &KeyPath) -> Result<Option<Vec<u8>>> {
         let dir = table.dir(&self.base.tables)?;
         let (prefix, _) = dir.locate(key);
         let page = self
@@ -185,13 +190,11 @@ impl WriteBatch {
 
     /// Remove `key` from the default table (a no-op if absent).
     pub fn delete(&mut self, key: KeyPath) {
-        if let Some(t) = self.tables.get_mut(&DEFAULT_TABLE_ID) {
-            t.changes.insert(key, Op::Delete);
-        } else {
-            let mut t = TableBatch::default();
-            t.changes.insert(key, Op::Delete);
-            self.tables.insert(DEFAULT_TABLE_ID, t);
-        }
+        self.tables
+            .entry(DEFAULT_TABLE_ID)
+            .or_default()
+            .changes
+            .insert(key, Op::Delete);
     }
 
     /// Remove `key` from `table` (a no-op if absent).
@@ -222,11 +225,11 @@ impl WriteBatch {
         check_value_len(value.len())?;
         let resolver = self.resolver(table)?;
         let t = self.table_mut(table)?;
-        let op = match t.changes.remove(&key) {
+        let op = match t.changes.get(&key) {
             None => Op::Upsert(value),
             Some(Op::Delete) => Op::Put(value),
-            Some(Op::Put(old)) => Op::Put(resolve(&resolver, table, &key, &old, &value)?),
-            Some(Op::Upsert(old)) => Op::Upsert(resolve(&resolver, table, &key, &old, &value)?),
+            Some(Op::Put(old)) => Op::Put(resolve(&resolver, table, &key, old, &value)?),
+            Some(Op::Upsert(old)) => Op::Upsert(resolve(&resolver, table, &key, old, &value)?),
         };
         t.changes.insert(key, op);
         Ok(())
@@ -276,7 +279,8 @@ impl WriteBatch {
         self.tables.entry(DEFAULT_TABLE_ID).or_default();
         let ids: Vec<TableId> = self.tables.keys().copied().collect();
         let mut tables = self.base.tables.clone();
-        let mut out = Finished::default();
+        let mut parts = OverlayParts::default();
+        let mut hashes_needed = 0u64;
         for id in ids {
             let def = self
                 .base
@@ -287,30 +291,19 @@ impl WriteBatch {
                 id,
                 name: Arc::from(def.name.as_str()),
             };
-            let dir = self.finish_table(&table, stamp, &mut out)?;
+            let dir = self.finish_table(&table, stamp, &mut parts, &mut hashes_needed)?;
             tables = tables
                 .with_dir(id, dir)
                 .map_err(|e| Error::internal(format!("finishing a batch: {e}")))?;
         }
-        self.inner.counters.hashes_needed(out.hashes_needed);
-        let mut new_pages = 0u64;
-        for (_, subtree) in out.regions.values().flatten() {
-            crate::log::record::for_each_page_ref(subtree, &mut |_| new_pages += 1);
+        self.inner.counters.hashes_needed(hashes_needed);
+        for (_, subtree) in parts.regions.values().flatten() {
+            crate::log::record::for_each_page_ref(subtree, &mut |_| parts.new_pages += 1);
         }
         let charge = self.inner.overlay_memory.charge(
-            overlay_bytes(new_pages, &out.new_values),
+            overlay_bytes(parts.new_pages, &parts.new_values),
             self.inner.options.max_overlay_bytes,
         )?;
-        let parts = OverlayParts {
-            regions: out.regions,
-            new_values: out.new_values,
-            freed_values: out.freed_values,
-            freed_unwritten: out.freed_unwritten,
-            witnesses: out.witnesses,
-            splits: out.splits,
-            merges: out.merges,
-            new_pages,
-        };
         let version = Arc::new(Version {
             id: self.inner.versions.next_id(),
             seq: new_seq,
@@ -325,12 +318,13 @@ impl WriteBatch {
     }
 
     /// Apply the batch's changes to one table: its new directory; regions, values, witness
-    /// and counts go to `out`.
+    /// and counts go to `out`, the hashes they need at the least to `hashes_needed`.
     fn finish_table(
         &mut self,
         table: &Table,
         stamp: crate::state::page::Stamp,
-        out: &mut Finished,
+        out: &mut OverlayParts,
+        hashes_needed: &mut u64,
     ) -> Result<Directory> {
         let hasher = self.inner.hasher;
         let id = table.id;
@@ -353,26 +347,30 @@ impl WriteBatch {
             .map(|t| std::mem::take(&mut t.changes))
             .unwrap_or_default();
         // Upserts take the stored value from the pages just loaded.
+        let mut resolver = None;
         let mut changes: Vec<Change> = Vec::with_capacity(ops.len());
         for (key, op) in ops {
             let value = match op {
                 Op::Put(v) => Some(v),
                 Op::Delete => None,
-                Op::Upsert(v) => match self.stored(table, &key)? {
+                Op::Upsert(v) => match self.loaded_value(table, &key)? {
                     Some(old) => {
-                        let resolved = resolve(&self.resolver(table)?, table, &key, &old, &v)?;
-                        check_value_len(resolved.len())?;
-                        Some(resolved)
+                        let f = match &resolver {
+                            Some(f) => f,
+                            None => resolver.insert(self.resolver(table)?),
+                        };
+                        Some(resolve(f, table, &key, &old, &v)?)
                     }
                     None => Some(v),
                 },
             };
             changes.push((key, value));
         }
+        // The batch is done with its pages: the regions take them.
         let pages = self
             .tables
-            .get(&id)
-            .map(|t| t.pages.clone())
+            .get_mut(&id)
+            .map(|t| std::mem::take(&mut t.pages))
             .unwrap_or_default();
 
         // Cut the (sorted) keys and changes into runs, one per region they fall in.
@@ -426,7 +424,7 @@ impl WriteBatch {
         );
 
         let mut regions: Vec<Region> = Vec::new();
-        out.hashes_needed += branches_above(
+        *hashes_needed += branches_above(
             works
                 .iter()
                 .zip(&rewritten)
@@ -434,7 +432,7 @@ impl WriteBatch {
                 .map(|(w, _)| w.prefix),
         );
         for (work, r) in works.iter().zip(rewritten) {
-            out.hashes_needed += r.hashes_needed;
+            *hashes_needed += r.hashes_needed;
             out.freed_values.extend(r.freed);
             out.freed_unwritten
                 .extend(r.freed_unwritten.into_iter().map(|k| (id, k)));
@@ -457,21 +455,9 @@ impl WriteBatch {
     }
 }
 
-/// What finishing a batch collects over its tables.
-#[derive(Default)]
-struct Finished {
-    regions: TableRegions,
-    new_values: BTreeMap<(TableId, KeyPath), Vec<u8>>,
-    freed_values: Vec<u64>,
-    freed_unwritten: Vec<(TableId, KeyPath)>,
-    witnesses: BTreeMap<TableId, Witness>,
-    splits: u64,
-    merges: u64,
-    hashes_needed: u64,
-}
-
 /// Resolve an upsert of `new` on `old` at `key` of `table`; a refusal is an invalid argument
-/// naming the key and table.
+/// naming the key and table, and a result above [`MAX_VALUE_BYTES`] is
+/// [`Error::ValueTooLarge`], as a put of it would be.
 fn resolve(
     f: &Arc<ResolveFn>,
     table: &Table,
@@ -479,13 +465,15 @@ fn resolve(
     old: &[u8],
     new: &[u8],
 ) -> Result<Vec<u8>> {
-    f(old, new).map_err(|why| {
+    let resolved = f(old, new).map_err(|why| {
         Error::InvalidArgument(format!(
             "upsert of key {} in table {:?}: {why}",
             crate::codec::hex(key),
             table.name()
         ))
-    })
+    })?;
+    check_value_len(resolved.len())?;
+    Ok(resolved)
 }
 
 /// Uncommitted changes: a finished batch, on top of a committed version or another overlay.

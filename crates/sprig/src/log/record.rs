@@ -137,12 +137,13 @@ pub struct CommitRecord {
     pub segment_heads: Vec<(u32, u32)>,
 }
 
-/// Append a string of at most `u16::MAX` bytes.
+/// Append a name: every name a catalog holds passed [`TableDef::check`] (at most
+/// `MAX_TABLE_NAME_BYTES` bytes), so its length always fits the u16 before it.
 fn put_str(out: &mut Vec<u8>, s: &str) {
-    let bytes = s.as_bytes();
-    let len = bytes.len().min(usize::from(u16::MAX));
-    out.put_u16(len as u16);
-    out.extend_from_slice(bytes.get(..len).unwrap_or_default());
+    let len = u16::try_from(s.len());
+    assert!(len.is_ok(), "a name of {} bytes passed the catalog's checks", s.len());
+    out.put_u16(len.unwrap_or(u16::MAX));
+    out.extend_from_slice(s.as_bytes());
 }
 
 /// Read a string written by [`put_str`].

@@ -35,21 +35,34 @@ pub struct TableDef {
     pub resolver: Option<String>,
 }
 
-/// Why a table name is not acceptable (checked wherever a name comes in).
-pub fn check_table_name(name: &str) -> Result<(), String> {
+/// Why a table or resolver name is not acceptable (checked wherever a name comes in).
+fn check_name(what: &str, name: &str) -> Result<(), String> {
     if name.is_empty() {
-        return Err("a table name cannot be empty".into());
+        return Err(format!("a {what} name cannot be empty"));
     }
     if name.len() > MAX_TABLE_NAME_BYTES {
         return Err(format!(
-            "a table name is at most {MAX_TABLE_NAME_BYTES} bytes ({} given)",
+            "a {what} name is at most {MAX_TABLE_NAME_BYTES} bytes ({} given)",
             name.len()
         ));
     }
     if name.chars().any(char::is_control) {
-        return Err("a table name cannot contain control characters".into());
+        return Err(format!("a {what} name cannot contain control characters"));
     }
     Ok(())
+}
+
+impl TableDef {
+    /// Why this description is not acceptable for a table other than the default one: its
+    /// name or its resolver's name is empty, longer than [`MAX_TABLE_NAME_BYTES`] or holds
+    /// control characters. Every description a catalog holds passed it, so every one encodes.
+    pub fn check(&self) -> Result<(), String> {
+        check_name("table", &self.name)?;
+        if let Some(r) = &self.resolver {
+            check_name("resolver", r)?;
+        }
+        Ok(())
+    }
 }
 
 /// One table of a version.
@@ -225,13 +238,7 @@ impl Tables {
 
     /// The database root: the trie of every table's root, keyed by table name.
     pub fn db_root(&self) -> Node {
-        let roots: Vec<(String, Node)> = std::iter::once((DEFAULT_TABLE.to_string(), self.default.root_node()))
-            .chain(
-                self.others
-                    .values()
-                    .map(|t| (t.def.name.clone(), t.dir.root_node())),
-            )
-            .collect();
+        let roots = self.roots();
         database_root(self.hasher(), roots.iter().map(|(n, r)| (n.as_str(), *r)))
     }
 
@@ -268,7 +275,7 @@ impl Tables {
         if def.id == DEFAULT_TABLE_ID || def.name == DEFAULT_TABLE {
             return Err(CatalogError::DefaultTable);
         }
-        check_table_name(&def.name).map_err(CatalogError::BadName)?;
+        def.check().map_err(CatalogError::BadName)?;
         if self.others.contains_key(&def.id) || self.by_name(&def.name).is_some() {
             return Err(CatalogError::Conflict {
                 id: def.id,

@@ -129,6 +129,7 @@ pub(crate) struct OverlayState {
 }
 
 /// The parts of an overlay made by a finished batch.
+#[derive(Default)]
 pub(crate) struct OverlayParts {
     pub regions: TableRegions,
     pub new_values: BTreeMap<(TableId, KeyPath), Vec<u8>>,

@@ -5,7 +5,7 @@
 use crate::error::{Error, Result};
 use crate::log::publish::Blocks;
 use crate::log::record::CommitRecord;
-use crate::state::tables::{check_table_name, TableDef, TableId, DEFAULT_TABLE_ID};
+use crate::state::tables::{TableDef, TableId, Tables, DEFAULT_TABLE_ID};
 use crate::write::engine::Inner;
 use crate::write::CommitInfo;
 
@@ -21,6 +21,34 @@ pub(crate) enum CatalogChange {
 }
 
 impl Inner {
+    /// The description of a new table `name` in `tables`: the next id, the name and
+    /// resolver name checked, the name free, the resolver registered with this handle.
+    pub(crate) fn new_table_def(
+        &self,
+        tables: &Tables,
+        name: String,
+        resolver: Option<String>,
+    ) -> Result<TableDef> {
+        let id = tables.next_id();
+        if id == TableId::MAX {
+            return Err(Error::internal("table ids exhausted"));
+        }
+        let def = TableDef { id, name, resolver };
+        def.check().map_err(Error::InvalidArgument)?;
+        if tables.by_name(&def.name).is_some() {
+            return Err(Error::TableExists(def.name));
+        }
+        if let Some(r) = &def.resolver {
+            if self.options.resolvers.get(r).is_none() {
+                return Err(Error::ResolverMissing {
+                    table: def.name,
+                    resolver: r.clone(),
+                });
+            }
+        }
+        Ok(def)
+    }
+
     /// Commit a catalog change; returns the commit and the id of the table it concerns.
     pub(crate) fn change_catalog(&self, change: CatalogChange) -> Result<(CommitInfo, TableId)> {
         let mut w = self.log.writer.lock();
@@ -41,23 +69,9 @@ impl Inner {
         };
         let id = match change {
             CatalogChange::Create { name, resolver } => {
-                check_table_name(&name).map_err(Error::InvalidArgument)?;
-                if head.tables.by_name(&name).is_some() {
-                    return Err(Error::TableExists(name));
-                }
-                if let Some(r) = &resolver {
-                    if self.options.resolvers.get(r).is_none() {
-                        return Err(Error::ResolverMissing {
-                            table: name,
-                            resolver: r.clone(),
-                        });
-                    }
-                }
-                let id = head.tables.next_id();
-                if id == TableId::MAX {
-                    return Err(Error::internal("table ids exhausted"));
-                }
-                record.created.push(TableDef { id, name, resolver });
+                let def = self.new_table_def(&head.tables, name, resolver)?;
+                let id = def.id;
+                record.created.push(def);
                 id
             }
             CatalogChange::Drop { name } => {

@@ -36,7 +36,7 @@ use crate::state::directory::{Directory, PageLoc, PageRef, Subtree};
 use crate::error::{Error, Result};
 use crate::io::BLOCK_BYTES;
 use crate::log::record::{hex, CommitRecord, TableChange};
-use crate::state::tables::{check_table_name, TableDef, TableId};
+use crate::state::tables::{TableDef, TableId};
 
 /// Where an import goes.
 pub(crate) enum ImportTarget {
@@ -205,13 +205,9 @@ impl<'a> Import<'a> {
                 (id, None, dir)
             }
             ImportTarget::New { name, resolver } => {
-                check_table_name(&name).map_err(Error::InvalidArgument)?;
-                if head.tables.by_name(&name).is_some() {
-                    return Err(Error::TableExists(name));
-                }
-                let id = head.tables.next_id();
+                let def = inner.new_table_def(&head.tables, name, resolver)?;
                 let dir = Directory::empty(head.tables.arena(), inner.hasher);
-                (id, Some(TableDef { id, name, resolver }), dir)
+                (def.id, Some(def), dir)
             }
         };
         let budget = options.memory_bytes.max(MIN_IMPORT_MEMORY_BYTES);
