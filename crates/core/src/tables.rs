@@ -14,7 +14,7 @@ use crate::hasher::Hasher;
 use crate::model::ReferenceModel;
 use crate::proof::{path_proof_from_entries, Lookup, PathProof, FORMAT_VERSION};
 use crate::trie::{root_of, KeyPath, Node, ValueHash};
-use alloc::collections::BTreeMap;
+use alloc::collections::{BTreeMap, BTreeSet};
 use alloc::string::String;
 use alloc::vec::Vec;
 
@@ -160,11 +160,14 @@ impl TableProof {
 }
 
 /// The reference model of a database with tables: a [`ReferenceModel`] per table name, every
-/// root recomputed from scratch. The default table always exists.
+/// root recomputed from scratch. The default table always exists. A table can be marked
+/// pending (an incremental union still filling it): it holds its whole content but is left
+/// out of the database root until marked complete.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TablesModel {
     hasher: Hasher,
     tables: BTreeMap<String, ReferenceModel>,
+    pending: BTreeSet<String>,
 }
 
 impl TablesModel {
@@ -172,7 +175,37 @@ impl TablesModel {
     pub fn new(hasher: Hasher) -> TablesModel {
         let mut tables = BTreeMap::new();
         tables.insert(String::from(DEFAULT_TABLE), ReferenceModel::new(hasher));
-        TablesModel { hasher, tables }
+        TablesModel {
+            hasher,
+            tables,
+            pending: BTreeSet::new(),
+        }
+    }
+
+    /// Mark table `name` pending or complete (returns false if there is no such table).
+    pub fn set_pending(&mut self, name: &str, pending: bool) -> bool {
+        if !self.tables.contains_key(name) || name == DEFAULT_TABLE {
+            return false;
+        }
+        if pending {
+            self.pending.insert(String::from(name));
+        } else {
+            self.pending.remove(name);
+        }
+        true
+    }
+
+    /// Whether table `name` is pending.
+    pub fn is_pending(&self, name: &str) -> bool {
+        self.pending.contains(name)
+    }
+
+    /// The roots the database root is over: every table that is not pending.
+    fn complete_roots(&self) -> impl Iterator<Item = (&str, Node)> {
+        self.tables
+            .iter()
+            .filter(|(n, _)| !self.pending.contains(*n))
+            .map(|(n, t)| (n.as_str(), t.root()))
     }
 
     /// The table `name`, if it exists.
@@ -197,6 +230,7 @@ impl TablesModel {
 
     /// Drop table `name` (returns false if it does not exist or is the default table).
     pub fn drop_table(&mut self, name: &str) -> bool {
+        self.pending.remove(name);
         name != DEFAULT_TABLE && self.tables.remove(name).is_some()
     }
 
@@ -205,25 +239,21 @@ impl TablesModel {
         self.tables.keys().map(String::as_str)
     }
 
-    /// The database root.
+    /// The database root (over the tables that are not pending).
     pub fn root(&self) -> Node {
-        database_root(
-            self.hasher,
-            self.tables.iter().map(|(n, t)| (n.as_str(), t.root())),
-        )
+        database_root(self.hasher, self.complete_roots())
     }
 
     /// A proof of `key` in table `name` under [`TablesModel::root`] (`None` if there is no
-    /// such table).
+    /// such table, or it is pending).
     pub fn table_proof(&self, name: &str, key: &KeyPath) -> Option<TableProof> {
+        if self.pending.contains(name) {
+            return None;
+        }
         let table = self.tables.get(name)?;
         Some(TableProof {
             table_root: table.root(),
-            table: table_root_proof(
-                self.hasher,
-                self.tables.iter().map(|(n, t)| (n.as_str(), t.root())),
-                name,
-            ),
+            table: table_root_proof(self.hasher, self.complete_roots(), name),
             key: table.path_proof(key),
         })
     }

@@ -162,6 +162,18 @@ pub enum Error {
     /// No table of that name exists (or a table handle names a dropped table).
     #[error("no table named {0:?}")]
     NoSuchTable(String),
+    /// The table is being filled by an incremental union: until it completes it serves
+    /// lookups only (no writes, root, proofs or scans), and it cannot be a union's input.
+    #[error(
+        "table {table:?} is being filled by an incremental union ({remaining} input entries \
+         to merge): supply union work until it completes"
+    )]
+    UnionInProgress {
+        /// The table.
+        table: String,
+        /// The input entries still to merge.
+        remaining: u64,
+    },
     /// A table of that name exists already.
     #[error("a table named {0:?} exists already")]
     TableExists(String),

@@ -61,6 +61,7 @@ pub use api::handle::Handle;
 pub use api::pipeline::Pipeline;
 pub use api::scan::Entries;
 pub use api::table::{Table, TableInfo, TableOptions};
+pub use api::union::UnionWork;
 pub use api::view::ReadView;
 pub use codec::hex;
 pub use error::{Error, Result};

@@ -223,6 +223,8 @@ impl WriteBatch {
     ) -> Result<()> {
         let value = value.into();
         check_value_len(value.len())?;
+        // The table first (absent, or filled by a union), then its resolver.
+        self.table_mut(table)?;
         let resolver = self.resolver(table)?;
         let t = self.table_mut(table)?;
         let op = match t.changes.get(&key) {

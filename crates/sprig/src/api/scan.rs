@@ -4,7 +4,9 @@
 use crate::api::table::Table;
 use crate::api::view::ReadView;
 use crate::error::Result;
+use crate::state::directory::Directory;
 use crate::state::page::Page;
+use crate::state::tables::TableId;
 use crate::stats::ReadKind;
 use sprig_core::trie::KeyPath;
 use std::collections::VecDeque;
@@ -16,10 +18,19 @@ const PAGES_PER_BATCH: usize = 64;
 /// order. Yields an error (and then stops) if a page cannot be read or fails its checks.
 pub struct Entries<'v> {
     view: &'v ReadView,
-    table: Table,
+    source: Source,
     next: Option<KeyPath>,
     end: Option<KeyPath>,
     buffer: VecDeque<(std::sync::Arc<Page>, usize)>,
+}
+
+/// What a scan reads.
+enum Source {
+    /// A table of the view.
+    Table(Table),
+    /// A directory not in the view's tables (a union's frozen input), whose values belong to
+    /// table `1`.
+    Frozen(Directory, TableId),
 }
 
 impl ReadView {
@@ -44,9 +55,26 @@ impl ReadView {
     pub fn range_in(&self, table: &Table, start: KeyPath, end: Option<KeyPath>) -> Entries<'_> {
         Entries {
             view: self,
-            table: table.clone(),
+            source: Source::Table(table.clone()),
             next: Some(start),
             end,
+            buffer: VecDeque::new(),
+        }
+    }
+
+    /// The entries of `dir` (a directory outside this view's tables whose values belong to
+    /// table `table`) from `start` on, in key-path order.
+    pub(crate) fn frozen_range(
+        &self,
+        dir: Directory,
+        table: TableId,
+        start: KeyPath,
+    ) -> Entries<'_> {
+        Entries {
+            view: self,
+            source: Source::Frozen(dir, table),
+            next: Some(start),
+            end: None,
             buffer: VecDeque::new(),
         }
     }
@@ -63,7 +91,10 @@ impl Entries<'_> {
                 self.next = None;
                 return Ok(());
             }
-            let dir = self.table.dir(&self.view.version.tables)?;
+            let dir = match &self.source {
+                Source::Table(t) => t.dir(&self.view.version.tables)?,
+                Source::Frozen(d, _) => d,
+            };
             let pages = dir.pages_from(&start, PAGES_PER_BATCH);
             let Some((last, _)) = pages.last() else {
                 self.next = None;
@@ -94,10 +125,14 @@ impl Iterator for Entries<'_> {
         }
         let (page, i) = self.buffer.pop_front()?;
         let entry = page.entry(i)?;
+        let table = match &self.source {
+            Source::Table(t) => t.id,
+            Source::Frozen(_, id) => *id,
+        };
         Some(
             self.view
                 .inner
-                .value_bytes(&self.view.version, self.table.id, entry.key, entry.value)
+                .value_bytes(&self.view.version, table, entry.key, entry.value)
                 .map(|bytes| (*entry.key, bytes)),
         )
     }

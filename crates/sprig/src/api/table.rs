@@ -36,9 +36,21 @@ impl Table {
         self.id
     }
 
-    /// This table's directory in `tables`, or [`Error::NoSuchTable`] if the version does not
-    /// hold it.
+    /// This table's directory in `tables`: [`Error::NoSuchTable`] if the version does not
+    /// hold it, [`Error::UnionInProgress`] while an incremental union fills it (its directory
+    /// holds only the part merged so far).
     pub(crate) fn dir<'a>(&self, tables: &'a Tables) -> Result<&'a Directory> {
+        if let Some(u) = tables.union(self.id) {
+            return Err(Error::UnionInProgress {
+                table: self.name.to_string(),
+                remaining: u.remaining(),
+            });
+        }
+        self.any_dir(tables)
+    }
+
+    /// This table's directory in `tables`, complete or not.
+    pub(crate) fn any_dir<'a>(&self, tables: &'a Tables) -> Result<&'a Directory> {
         tables
             .dir(self.id)
             .ok_or_else(|| Error::NoSuchTable(self.name.to_string()))
@@ -74,6 +86,9 @@ pub struct TableInfo {
     pub entries: u64,
     /// Its root.
     pub root: Node,
+    /// While an incremental union fills it: the input entries still to merge (`entries` and
+    /// `root` are then of the part merged so far, and the table is not in the database root).
+    pub union_debt: Option<u64>,
 }
 
 /// Every table of `tables`, the default table first.
@@ -91,6 +106,7 @@ pub(crate) fn table_infos(tables: &Tables) -> Vec<TableInfo> {
                 resolver: def.resolver,
                 entries: dir.len(),
                 root: dir.root_node(),
+                union_debt: tables.union(def.id).map(|u| u.remaining()),
             })
         })
         .collect()

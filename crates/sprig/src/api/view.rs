@@ -3,7 +3,9 @@
 
 use crate::api::table::{table_infos, Table, TableInfo};
 use crate::error::{Error, Result};
+use crate::state::directory::Directory;
 use crate::state::prefix::Prefix;
+use crate::state::tables::TableId;
 use crate::state::version::Version;
 use crate::state::versions::Pin;
 use crate::stats::ReadKind;
@@ -111,8 +113,12 @@ impl ReadView {
         self.get_in(&Table::default_table(), key)
     }
 
-    /// The value of `key` in `table`.
+    /// The value of `key` in `table`. While an incremental union fills the table, a key it
+    /// has not merged yet is looked up in its inputs (one read per input) and combined.
     pub fn get_in(&self, table: &Table, key: &KeyPath) -> Result<Option<Vec<u8>>> {
+        if self.version.tables.union(table.id).is_some() {
+            return Ok(self.get_many_in(table, &[*key])?.pop().flatten());
+        }
         let dir = table.dir(&self.version.tables)?;
         let (prefix, page) = dir.locate(key);
         let Some(r) = page else {
@@ -138,9 +144,22 @@ impl ReadView {
         self.get_many_in(&Table::default_table(), keys)
     }
 
-    /// The values of many keys of `table`, with all their page reads in flight at once.
+    /// The values of many keys of `table`, with all their page reads in flight at once (see
+    /// [`ReadView::get_in`] for a table an incremental union fills).
     pub fn get_many_in(&self, table: &Table, keys: &[KeyPath]) -> Result<Vec<Option<Vec<u8>>>> {
-        let dir = table.dir(&self.version.tables)?;
+        if let Some(u) = self.version.tables.union(table.id) {
+            return self.union_get_many(table, u, keys);
+        }
+        self.lookup(table.dir(&self.version.tables)?, table.id, keys)
+    }
+
+    /// The values of `keys` in `dir`, whose values belong to table `table`.
+    pub(crate) fn lookup(
+        &self,
+        dir: &Directory,
+        table: TableId,
+        keys: &[KeyPath],
+    ) -> Result<Vec<Option<Vec<u8>>>> {
         let pages = self.inner.pages_for(dir, keys, ReadKind::Lookup)?;
         keys.iter()
             .map(|key| {
@@ -148,7 +167,7 @@ impl ReadView {
                 match pages.get(&prefix).and_then(|p| p.get(key)) {
                     Some(v) => self
                         .inner
-                        .value_bytes(&self.version, table.id, key, v)
+                        .value_bytes(&self.version, table, key, v)
                         .map(Some),
                     None => Ok(None),
                 }

@@ -8,7 +8,7 @@ use crate::state::directory::{Arena, Directory};
 use crate::error::{Error, Result};
 use crate::io::{OpenOptions, Storage};
 use crate::log::record::{
-    check_subtree_locs, decode_subtree, decode_table_def, encode_subtree, encode_table_def,
+    check_subtree_locs, decode_subtree, decode_union_state, encode_union_state, decode_table_def, encode_subtree, encode_table_def,
     for_each_disk_page, hex, MIN_NODE_BYTES,
 };
 use crate::state::tables::{Table, Tables};
@@ -22,7 +22,9 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 const MAGIC: &[u8; 4] = b"SPCK";
-const VERSION: u8 = 3;
+const VERSION: u8 = 4;
+/// The version before incremental unions: read as holding none.
+const VERSION_WITHOUT_UNIONS: u8 = 3;
 
 /// The file name of the checkpoint at commit `seq`.
 pub fn checkpoint_file_name(seq: u64) -> String {
@@ -93,6 +95,14 @@ impl Checkpoint {
                 Error::internal(format!("cannot checkpoint an unwritten version: {e}"))
             })?;
         }
+        let unions: Vec<_> = self.tables.unions().collect();
+        out.put_count(unions.len());
+        for (id, state) in unions {
+            out.put_u32(id);
+            encode_union_state(state, &mut out).map_err(|e| {
+                Error::internal(format!("cannot checkpoint an unwritten version: {e}"))
+            })?;
+        }
         let sum = checksum(&out);
         out.put_u64(sum);
         Ok(out)
@@ -121,8 +131,12 @@ impl Checkpoint {
         }
         let mut r = Reader::new(body);
         let de = |e: crate::codec::DecodeError| bad(e.at, e.what);
-        if &r.array::<4>().map_err(de)? != MAGIC || r.u8().map_err(de)? != VERSION {
-            return Err(bad(0, "not a checkpoint (bad magic or version)"));
+        if &r.array::<4>().map_err(de)? != MAGIC {
+            return Err(bad(0, "not a checkpoint (bad magic)"));
+        }
+        let version = r.u8().map_err(de)?;
+        if version != VERSION && version != VERSION_WITHOUT_UNIONS {
+            return Err(bad(4, "checkpoint of an unknown version"));
         }
         let id = r.u8().map_err(de)?;
         if id != hasher.id() {
@@ -213,10 +227,24 @@ impl Checkpoint {
                 });
             }
         }
+        let mut unions = Vec::new();
+        if version == VERSION {
+            let n = r.count(4 + 4 + 1 + 8 + 4).map_err(de)?;
+            for _ in 0..n {
+                let at = r.position();
+                let id = r.u32().map_err(de)?;
+                let state = decode_union_state(&mut r, arena, hasher).map_err(de)?;
+                for dir in &state.inputs {
+                    check_subtree_locs(&dir.tree(), segment_blocks)
+                        .map_err(|what| bad(at, &what))?;
+                }
+                unions.push((id, state));
+            }
+        }
         r.finish().map_err(de)?;
         let default = default.ok_or_else(|| bad(0, "checkpoint holds no default table"))?;
-        let tables =
-            Tables::from_parts(default, others, next_id).map_err(|e| bad(0, &e.to_string()))?;
+        let tables = Tables::from_parts(default, others, next_id, unions)
+            .map_err(|e| bad(0, &e.to_string()))?;
         if values
             .iter()
             .any(|(_, _, t, _)| tables.dir(*t).is_none())

@@ -17,6 +17,7 @@ use crate::log::segments::{
 };
 use crate::state::prefix::Prefix;
 use crate::state::tables::{CatalogError, TableDef, TableId, Tables, DEFAULT_TABLE_ID};
+use crate::state::union::UnionState;
 use sprig_core::trie::{KeyPath, Node, KEY_BITS};
 use sprig_core::Hasher;
 use std::sync::Arc;
@@ -135,6 +136,187 @@ pub struct CommitRecord {
     /// For each segment written to: (segment id, blocks used after this commit), in the
     /// order they were filled; the last is the active segment.
     pub segment_heads: Vec<(u32, u32)>,
+    /// Incremental unions started, advanced, restored or ended (applied after the table
+    /// changes; a start freezes its inputs as they are before the record).
+    pub unions: Vec<UnionChange>,
+}
+
+/// How a commit changes an incremental union.
+#[derive(Debug, Clone)]
+pub enum UnionChange {
+    /// A union into `table` (created by the same record, empty) of the tables `inputs` as
+    /// they are before the record; the segments up to `pinned_segments` hold their data.
+    Start {
+        /// The table the union fills.
+        table: TableId,
+        /// The input tables, in the order their values are combined.
+        inputs: Vec<TableId>,
+        /// The highest segment id the inputs' data may be in.
+        pinned_segments: u32,
+    },
+    /// The union into `table` has merged every key up to `through`, `consumed` input entries
+    /// in all (a union with every entry consumed is complete and ends).
+    Progress {
+        /// The table the union fills.
+        table: TableId,
+        /// The last key merged.
+        through: KeyPath,
+        /// Input entries merged so far.
+        consumed: u64,
+    },
+    /// The union into `table` is `state` (a rollback to a version where it was in progress).
+    Set {
+        /// The table the union fills.
+        table: TableId,
+        /// Its whole state.
+        state: UnionState,
+    },
+    /// No union fills `table` any more (a rollback to a version where it was complete).
+    Clear {
+        /// The table.
+        table: TableId,
+    },
+}
+
+const UNION_START: u8 = 1;
+const UNION_PROGRESS: u8 = 2;
+const UNION_SET: u8 = 3;
+const UNION_CLEAR: u8 = 4;
+
+/// Append a union's state: its pinned segments, progress and frozen inputs (each input's
+/// root, entry count and directory).
+pub fn encode_union_state(state: &UnionState, out: &mut Vec<u8>) -> Result<(), UnwrittenPage> {
+    out.put_u32(state.pinned_segments);
+    match &state.through {
+        None => out.put_u8(0),
+        Some(k) => {
+            out.put_u8(1);
+            out.extend_from_slice(k);
+        }
+    }
+    out.put_u64(state.consumed);
+    out.put_count(state.inputs.len());
+    for dir in &state.inputs {
+        out.extend_from_slice(&dir.root_node());
+        out.put_u64(dir.len());
+        encode_subtree(&dir.tree(), out)?;
+    }
+    Ok(())
+}
+
+/// Read a union's state written by [`encode_union_state`]: every input's directory must hash
+/// to its stated root and hold its stated entry count, and no more entries be merged than the
+/// inputs hold.
+pub fn decode_union_state(
+    r: &mut Reader<'_>,
+    arena: &Arc<Arena>,
+    hasher: Hasher,
+) -> Result<UnionState, DecodeError> {
+    let pinned_segments = r.u32()?;
+    let through = match r.u8()? {
+        0 => None,
+        1 => Some(r.array()?),
+        _ => return Err(r.error("unknown union progress tag")),
+    };
+    let consumed = r.u64()?;
+    let n = r.count(32 + 8 + MIN_NODE_BYTES)?;
+    let mut inputs = Vec::with_capacity(n);
+    for _ in 0..n {
+        let root: Node = r.array()?;
+        let len = r.u64()?;
+        let dir = Directory::from_root(hasher, decode_subtree(r, arena, hasher, 0)?);
+        if dir.root_node() != root {
+            return Err(r.error("a union input's directory does not hash to its stated root"));
+        }
+        if dir.len() != len {
+            return Err(r.error("a union input's entry count disagrees with its directory"));
+        }
+        inputs.push(dir);
+    }
+    let mut state = UnionState::start(inputs, pinned_segments);
+    if consumed > state.total || through.is_none() != (consumed == 0) {
+        return Err(r.error("a union's progress does not fit its inputs"));
+    }
+    state.through = through;
+    state.consumed = consumed;
+    Ok(state)
+}
+
+impl UnionChange {
+    /// The table the change concerns.
+    pub fn table(&self) -> TableId {
+        match self {
+            UnionChange::Start { table, .. }
+            | UnionChange::Progress { table, .. }
+            | UnionChange::Set { table, .. }
+            | UnionChange::Clear { table } => *table,
+        }
+    }
+
+    fn encode(&self, out: &mut Vec<u8>) -> Result<(), UnwrittenPage> {
+        out.put_u32(self.table());
+        match self {
+            UnionChange::Start {
+                inputs,
+                pinned_segments,
+                ..
+            } => {
+                out.put_u8(UNION_START);
+                out.put_u32(*pinned_segments);
+                out.put_count(inputs.len());
+                for id in inputs {
+                    out.put_u32(*id);
+                }
+            }
+            UnionChange::Progress {
+                through, consumed, ..
+            } => {
+                out.put_u8(UNION_PROGRESS);
+                out.extend_from_slice(through);
+                out.put_u64(*consumed);
+            }
+            UnionChange::Set { state, .. } => {
+                out.put_u8(UNION_SET);
+                encode_union_state(state, out)?;
+            }
+            UnionChange::Clear { .. } => out.put_u8(UNION_CLEAR),
+        }
+        Ok(())
+    }
+
+    fn decode(
+        r: &mut Reader<'_>,
+        arena: &Arc<Arena>,
+        hasher: Hasher,
+    ) -> Result<UnionChange, DecodeError> {
+        let table = r.u32()?;
+        Ok(match r.u8()? {
+            UNION_START => {
+                let pinned_segments = r.u32()?;
+                let n = r.count(4)?;
+                let mut inputs = Vec::with_capacity(n);
+                for _ in 0..n {
+                    inputs.push(r.u32()?);
+                }
+                UnionChange::Start {
+                    table,
+                    inputs,
+                    pinned_segments,
+                }
+            }
+            UNION_PROGRESS => UnionChange::Progress {
+                table,
+                through: r.array()?,
+                consumed: r.u64()?,
+            },
+            UNION_SET => UnionChange::Set {
+                table,
+                state: decode_union_state(r, arena, hasher)?,
+            },
+            UNION_CLEAR => UnionChange::Clear { table },
+            _ => return Err(r.error("unknown union change")),
+        })
+    }
 }
 
 /// Append a name: every name a catalog holds passed [`TableDef::check`] (at most
@@ -199,6 +381,7 @@ impl CommitRecord {
             values_written: Vec::new(),
             values_freed: Vec::new(),
             segment_heads: Vec::new(),
+            unions: Vec::new(),
         }
     }
 
@@ -249,6 +432,14 @@ impl CommitRecord {
         for (id, used) in &self.segment_heads {
             out.put_u32(*id);
             out.put_u32(*used);
+        }
+        // The union section is left out when empty, so records without unions keep the
+        // layout of WAL version 3.
+        if !self.unions.is_empty() {
+            out.put_count(self.unions.len());
+            for u in &self.unions {
+                u.encode(&mut out)?;
+            }
         }
         Ok(out)
     }
@@ -309,6 +500,16 @@ impl CommitRecord {
         for _ in 0..n {
             segment_heads.push((r.u32()?, r.u32()?));
         }
+        let mut unions = Vec::new();
+        if r.remaining() > 0 {
+            let n = r.count(4 + 1)?;
+            if n == 0 {
+                return Err(r.error("an empty union section"));
+            }
+            for _ in 0..n {
+                unions.push(UnionChange::decode(&mut r, arena, hasher)?);
+            }
+        }
         r.finish()?;
         Ok(CommitRecord {
             seq,
@@ -318,6 +519,7 @@ impl CommitRecord {
             values_written,
             values_freed,
             segment_heads,
+            unions,
         })
     }
 }
@@ -353,6 +555,14 @@ pub enum ApplyError {
     /// A location, extent, segment id or fill level no commit can have written.
     #[error("{0}")]
     OutOfBounds(String),
+    /// A union change that does not fit the unions and tables it applies to.
+    #[error("union of table {table}: {what}")]
+    Union {
+        /// The table the union fills.
+        table: TableId,
+        /// What does not fit.
+        what: &'static str,
+    },
 }
 
 /// A location for messages.
@@ -380,6 +590,25 @@ impl CommitRecord {
     pub fn check_bounds(&self, segment_blocks: u32) -> Result<(), ApplyError> {
         for (_, _, subtree) in self.regions() {
             check_subtree_locs(subtree, segment_blocks).map_err(ApplyError::OutOfBounds)?;
+        }
+        for u in &self.unions {
+            match u {
+                UnionChange::Set { state, .. } => {
+                    for dir in &state.inputs {
+                        check_subtree_locs(&dir.tree(), segment_blocks)
+                            .map_err(ApplyError::OutOfBounds)?;
+                    }
+                    check_segment_id(state.pinned_segments).map_err(|what| {
+                        ApplyError::OutOfBounds(format!("union pinned segments: {what}"))
+                    })?;
+                }
+                UnionChange::Start {
+                    pinned_segments, ..
+                } => check_segment_id(*pinned_segments).map_err(|what| {
+                    ApplyError::OutOfBounds(format!("union pinned segments: {what}"))
+                })?,
+                UnionChange::Progress { .. } | UnionChange::Clear { .. } => {}
+            }
         }
         let bad = |kind: &str, l: u64, what: &str| {
             ApplyError::OutOfBounds(format!("{kind} at {}: {what}", describe(l)))
@@ -449,6 +678,9 @@ pub fn apply_record(
         }
         changed.push((t.table, after));
     }
+    // The union changes are checked (and applied to `next`) before the accounting changes.
+    let changed_ids: Vec<TableId> = changed.iter().map(|(id, _)| *id).collect();
+    next = apply_unions(tables, next, &record.unions, &changed_ids)?;
     // Accounting: the pages of dropped tables and of replaced regions go, the new ones come.
     for gone in &dropped {
         for_each_disk_page(&gone.dir.tree(), &mut |l| table.add_pages(l, -1));
@@ -477,6 +709,69 @@ pub fn apply_record(
         let meta = table.segments.entry(*id).or_default();
         meta.used_blocks = meta.used_blocks.max(*used);
         table.active = *id;
+    }
+    Ok(next)
+}
+
+/// Apply a record's union changes to `next` (the tables after its drops and creations; the
+/// record's changed tables are `changed`); a start freezes its inputs as they are in `before`.
+fn apply_unions(
+    before: &Tables,
+    mut next: Tables,
+    changes: &[UnionChange],
+    changed: &[TableId],
+) -> Result<Tables, ApplyError> {
+    for change in changes {
+        let table = change.table();
+        let bad = |what| ApplyError::Union { table, what };
+        let state = match change {
+            UnionChange::Start {
+                inputs,
+                pinned_segments,
+                ..
+            } => {
+                if next.union(table).is_some() {
+                    return Err(bad("a union into a table a union fills already"));
+                }
+                if next.dir(table).is_none_or(|d| !d.is_empty())
+                    || before.dir(table).is_some()
+                    || changed.contains(&table)
+                {
+                    return Err(bad("a union into a table the same record did not create"));
+                }
+                let mut dirs = Vec::with_capacity(inputs.len());
+                for id in inputs {
+                    if before.union(*id).is_some() {
+                        return Err(bad("an input a union is still filling"));
+                    }
+                    dirs.push(
+                        before
+                            .dir(*id)
+                            .ok_or(bad("an input the version does not hold"))?
+                            .clone(),
+                    );
+                }
+                Some(UnionState::start(dirs, *pinned_segments))
+            }
+            UnionChange::Progress {
+                through, consumed, ..
+            } => {
+                let old = next.union(table).ok_or(bad("progress of no union"))?;
+                if *consumed > old.total || *consumed <= old.consumed {
+                    return Err(bad("progress that does not fit the union"));
+                }
+                if old.through.is_some_and(|t| *through <= t) {
+                    return Err(bad("progress that goes back"));
+                }
+                let mut state = (**old).clone();
+                state.through = Some(*through);
+                state.consumed = *consumed;
+                Some(state)
+            }
+            UnionChange::Set { state, .. } => Some(state.clone()),
+            UnionChange::Clear { .. } => None,
+        };
+        next = next.with_union(table, state)?;
     }
     Ok(next)
 }
@@ -645,5 +940,120 @@ mod tests {
             matches!(e, crate::error::Error::SegmentIdsExhausted { .. }),
             "{e}"
         );
+    }
+
+    /// Union changes: a start freezes its inputs (reading nothing), encodes and decodes
+    /// unchanged, and progress, restores and ends apply in order; a change that does not fit
+    /// (progress of no union or going back, a start into a table the record did not create, an
+    /// input being filled) is refused with nothing applied.
+    #[test]
+    fn union_changes_round_trip_and_misfits_are_refused_whole() {
+        let arena = Arena::new();
+        let h = Hasher::Blake3;
+        let mut table = SegmentTable::new(SEGMENT_BLOCKS);
+        // Table 0 gets one page (one entry).
+        let base = apply_record(
+            &Tables::empty(&arena, h),
+            &mut table,
+            &record(&arena, loc(1, 5), loc(1, 0)),
+        )
+        .unwrap();
+        let def = |id, name: &str| TableDef {
+            id,
+            name: name.into(),
+            resolver: None,
+        };
+        let start = CommitRecord {
+            seq: 2,
+            created: vec![def(1, "u")],
+            unions: vec![UnionChange::Start {
+                table: 1,
+                inputs: vec![0, 0],
+                pinned_segments: 1,
+            }],
+            ..CommitRecord::default_only(2, [0; 32], 0, Vec::new())
+        };
+        let start = CommitRecord {
+            tables: Vec::new(),
+            ..start
+        };
+        let bytes = start.encode().unwrap();
+        let decoded = CommitRecord::decode(&bytes, &arena, h).unwrap();
+        assert_eq!(decoded.encode().unwrap(), bytes);
+        let t = apply_record(&base, &mut table, &decoded).unwrap();
+        let u = t.union(1).unwrap();
+        assert_eq!((u.total, u.consumed, u.pinned_segments), (2, 0, 1));
+        assert_eq!(t.pinned_segments(), Some(1));
+        // The table is out of the database root while the union runs.
+        assert_eq!(t.db_root(), base.db_root());
+
+        let refused = |tables: &Tables, unions: Vec<UnionChange>, created: Vec<TableDef>| {
+            let mut copy = table.clone();
+            let before = accounting(&copy);
+            let r = CommitRecord {
+                created,
+                unions,
+                tables: Vec::new(),
+                ..CommitRecord::default_only(3, [0; 32], 0, Vec::new())
+            };
+            let bytes = r.encode().unwrap();
+            let r = CommitRecord::decode(&bytes, &arena, h).unwrap();
+            assert!(apply_record(tables, &mut copy, &r).is_err());
+            assert_eq!(accounting(&copy), before, "a refused record was partly applied");
+        };
+        let progress = |through: u8, consumed| UnionChange::Progress {
+            table: 1,
+            through: [through; 32],
+            consumed,
+        };
+        refused(&t, vec![progress(1, 3)], Vec::new());
+        refused(&base, vec![progress(1, 1)], Vec::new());
+        refused(
+            &t,
+            vec![UnionChange::Start {
+                table: 0,
+                inputs: vec![],
+                pinned_segments: 1,
+            }],
+            Vec::new(),
+        );
+        refused(
+            &t,
+            vec![UnionChange::Start {
+                table: 2,
+                inputs: vec![1],
+                pinned_segments: 1,
+            }],
+            vec![def(2, "v")],
+        );
+        // Progress, then going back is refused; completing ends the union.
+        let step = |tables: &Tables, change: UnionChange| {
+            let r = CommitRecord {
+                unions: vec![change],
+                tables: Vec::new(),
+                ..CommitRecord::default_only(3, [0; 32], 0, Vec::new())
+            };
+            apply_record(tables, &mut table.clone(), &r)
+        };
+        let t2 = step(&t, progress(9, 1)).unwrap();
+        assert_eq!(t2.union(1).unwrap().through, Some([9; 32]));
+        assert!(step(&t2, progress(8, 2)).is_err());
+        let done = step(&t2, progress(10, 2)).unwrap();
+        assert!(done.union(1).is_none() && done.pinned_segments().is_none());
+        assert_ne!(done.db_root(), base.db_root());
+        // A restore brings the whole state back, through its encoding.
+        let set = CommitRecord {
+            unions: vec![UnionChange::Set {
+                table: 1,
+                state: (**t2.union(1).unwrap()).clone(),
+            }],
+            tables: Vec::new(),
+            ..CommitRecord::default_only(4, [0; 32], 0, Vec::new())
+        };
+        let set = CommitRecord::decode(&set.encode().unwrap(), &arena, h).unwrap();
+        let back = apply_record(&done, &mut table.clone(), &set).unwrap();
+        assert!(back.union(1).unwrap().same_as(t2.union(1).unwrap()));
+        let clear = step(&back, UnionChange::Clear { table: 1 }).unwrap();
+        assert!(clear.union(1).is_none());
     }
 }

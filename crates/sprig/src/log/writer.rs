@@ -109,15 +109,20 @@ impl Writer {
     }
 
     /// Note which segments hold no live data (as of commit `head_seq`), so they can be
-    /// deleted once no reader needs them.
-    pub fn refresh_emptied(&mut self, head_seq: u64) {
+    /// deleted once no reader needs them. Segments up to `pinned` (those an incremental union
+    /// in progress may read its inputs from) are not: they count as emptied only from the
+    /// first commit that no longer pins them.
+    pub fn refresh_emptied(&mut self, head_seq: u64, pinned: Option<u32>) {
         let active = self.table.active;
         let table = &self.table;
-        // A segment live again (a rollback) is no longer waiting to be deleted.
-        self.emptied
-            .retain(|id, _| table.segments.get(id).is_some_and(|m| m.live_blocks() == 0));
+        let is_pinned = |id: u32| pinned.is_some_and(|p| id <= p);
+        // A segment live again (a rollback) or pinned again is no longer waiting to be
+        // deleted.
+        self.emptied.retain(|id, _| {
+            !is_pinned(*id) && table.segments.get(id).is_some_and(|m| m.live_blocks() == 0)
+        });
         for (id, meta) in &self.table.segments {
-            if *id != active && meta.live_blocks() == 0 {
+            if *id != active && meta.live_blocks() == 0 && !is_pinned(*id) {
                 self.emptied.entry(*id).or_insert(head_seq);
             }
         }

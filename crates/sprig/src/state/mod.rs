@@ -10,5 +10,6 @@ pub mod page_ref;
 pub mod prefix;
 pub mod reclaim;
 pub mod tables;
+pub mod union;
 pub mod version;
 pub mod versions;

@@ -9,6 +9,7 @@
 //! accounting entry naming it can never be confused with a later table of the same name.
 
 use crate::state::directory::{Arena, Directory, Region};
+use crate::state::union::UnionState;
 use sprig_core::tables::{database_root, DEFAULT_TABLE, MAX_TABLE_NAME_BYTES};
 use sprig_core::trie::Node;
 use sprig_core::Hasher;
@@ -103,6 +104,8 @@ pub struct Tables {
     others: Arc<BTreeMap<TableId, Table>>,
     /// The id the next created table gets (ids of dropped tables are not reused).
     next_id: TableId,
+    /// The incremental unions in progress, by the table they fill.
+    unions: Arc<BTreeMap<TableId, Arc<UnionState>>>,
 }
 
 impl std::fmt::Debug for Tables {
@@ -118,6 +121,7 @@ impl Tables {
             default,
             others: Arc::new(BTreeMap::new()),
             next_id: 1,
+            unions: Arc::new(BTreeMap::new()),
         }
     }
 
@@ -127,16 +131,19 @@ impl Tables {
     }
 
     /// Tables from their parts (a decoded checkpoint): checks that ids are below `next_id`,
-    /// not the default table's, and names distinct and acceptable.
+    /// not the default table's, and names distinct and acceptable; and that every union
+    /// fills a table other than the default one.
     pub fn from_parts(
         default: Directory,
         others: Vec<Table>,
         next_id: TableId,
+        unions: Vec<(TableId, UnionState)>,
     ) -> Result<Tables, CatalogError> {
         let mut t = Tables {
             default,
             others: Arc::new(BTreeMap::new()),
             next_id: next_id.max(1),
+            unions: Arc::new(BTreeMap::new()),
         };
         for table in others {
             if table.def.id >= next_id {
@@ -146,6 +153,9 @@ impl Tables {
                 });
             }
             t = t.with_created((*table.def).clone(), table.dir)?;
+        }
+        for (id, state) in unions {
+            t = t.with_union(id, Some(state))?;
         }
         Ok(t)
     }
@@ -242,15 +252,58 @@ impl Tables {
         database_root(self.hasher(), roots.iter().map(|(n, r)| (n.as_str(), *r)))
     }
 
-    /// Every table's name and root, the default table first.
+    /// Every table's name and root, the default table first; a table an incremental union
+    /// is still filling has no root yet and is left out (it enters the database root when
+    /// the union completes).
     pub fn roots(&self) -> Vec<(String, Node)> {
         std::iter::once((DEFAULT_TABLE.to_string(), self.default.root_node()))
             .chain(
                 self.others
                     .values()
+                    .filter(|t| !self.unions.contains_key(&t.def.id))
                     .map(|t| (t.def.name.clone(), t.dir.root_node())),
             )
             .collect()
+    }
+
+    /// The incremental union filling table `id`, if one is in progress.
+    pub fn union(&self, id: TableId) -> Option<&Arc<UnionState>> {
+        self.unions.get(&id)
+    }
+
+    /// Every incremental union in progress, by the table it fills.
+    pub fn unions(&self) -> impl Iterator<Item = (TableId, &Arc<UnionState>)> {
+        self.unions.iter().map(|(id, u)| (*id, u))
+    }
+
+    /// The highest segment id the inputs of a union in progress may use: segments up to it
+    /// must be neither cleaned nor deleted.
+    pub fn pinned_segments(&self) -> Option<u32> {
+        self.unions.values().map(|u| u.pinned_segments).max()
+    }
+
+    /// These tables with the union filling table `id` set to `state` (none: no union, and a
+    /// complete one is no union either).
+    pub fn with_union(
+        &self,
+        id: TableId,
+        state: Option<UnionState>,
+    ) -> Result<Tables, CatalogError> {
+        if id == DEFAULT_TABLE_ID {
+            return Err(CatalogError::DefaultTable);
+        }
+        if !self.others.contains_key(&id) {
+            return Err(CatalogError::NoSuchTable(id));
+        }
+        let mut unions = (*self.unions).clone();
+        match state {
+            Some(s) if !s.is_complete() => unions.insert(id, Arc::new(s)),
+            _ => unions.remove(&id),
+        };
+        Ok(Tables {
+            unions: Arc::new(unions),
+            ..self.clone()
+        })
     }
 
     /// These tables with table `id`'s directory replaced by `dir`.
@@ -295,21 +348,26 @@ impl Tables {
             default: self.default.clone(),
             others: Arc::new(others),
             next_id,
+            unions: self.unions.clone(),
         })
     }
 
-    /// These tables without table `id`; returns the dropped table too.
+    /// These tables without table `id` (and its union, if one is in progress); returns the
+    /// dropped table too.
     pub fn without(&self, id: TableId) -> Result<(Tables, Table), CatalogError> {
         if id == DEFAULT_TABLE_ID {
             return Err(CatalogError::DefaultTable);
         }
         let mut others = (*self.others).clone();
         let gone = others.remove(&id).ok_or(CatalogError::NoSuchTable(id))?;
+        let mut unions = (*self.unions).clone();
+        unions.remove(&id);
         Ok((
             Tables {
                 default: self.default.clone(),
                 others: Arc::new(others),
                 next_id: self.next_id,
+                unions: Arc::new(unions),
             },
             gone,
         ))

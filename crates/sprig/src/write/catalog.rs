@@ -1,10 +1,12 @@
-//! Catalog changes: creating and dropping tables, each an ordinary commit whose record names
-//! the table (a created table starts empty; a dropped table's pages and values become garbage
-//! for the cleaner once no retained version needs them). As atomic and durable as any commit.
+//! Catalog changes: creating and dropping tables, and starting an incremental union, each an
+//! ordinary commit whose record names the table (a created table starts empty; a dropped
+//! table's pages and values become garbage for the cleaner once no retained version needs
+//! them; a union's table is created empty and its inputs frozen, reading nothing). As atomic
+//! and durable as any commit.
 
 use crate::error::{Error, Result};
 use crate::log::publish::Blocks;
-use crate::log::record::CommitRecord;
+use crate::log::record::{CommitRecord, UnionChange};
 use crate::state::tables::{TableDef, TableId, Tables, DEFAULT_TABLE_ID};
 use crate::write::engine::Inner;
 use crate::write::CommitInfo;
@@ -18,6 +20,13 @@ pub(crate) enum CatalogChange {
     },
     /// Drop the table with this name.
     Drop { name: String },
+    /// Create a table with this name and resolver, filled by an incremental union of the
+    /// tables `inputs` (by id) as they are now.
+    StartUnion {
+        name: String,
+        resolver: Option<String>,
+        inputs: Vec<TableId>,
+    },
 }
 
 impl Inner {
@@ -66,6 +75,7 @@ impl Inner {
             values_written: Vec::new(),
             values_freed: Vec::new(),
             segment_heads: Vec::new(),
+            unions: Vec::new(),
         };
         let id = match change {
             CatalogChange::Create { name, resolver } => {
@@ -84,6 +94,35 @@ impl Inner {
                 }
                 record.dropped.push(def.id);
                 def.id
+            }
+            CatalogChange::StartUnion {
+                name,
+                resolver,
+                inputs,
+            } => {
+                for id in &inputs {
+                    let def = head
+                        .tables
+                        .def(*id)
+                        .ok_or_else(|| Error::NoSuchTable(format!("#{id}")))?;
+                    if let Some(u) = head.tables.union(*id) {
+                        return Err(Error::UnionInProgress {
+                            table: def.name,
+                            remaining: u.remaining(),
+                        });
+                    }
+                }
+                let def = self.new_table_def(&head.tables, name, resolver)?;
+                let id = def.id;
+                record.created.push(def);
+                // Every segment that exists now may hold the inputs' data.
+                let newest = w.table.segments.keys().next_back().copied().unwrap_or(0);
+                record.unions.push(UnionChange::Start {
+                    table: id,
+                    inputs,
+                    pinned_segments: newest.max(w.table.active),
+                });
+                id
             }
         };
         w.guarded(|w| {

@@ -49,7 +49,16 @@ pub(crate) enum CleanMode {
 /// Choose victim segments: the emptiest sealed segments that still hold live data, enough
 /// that disk use stays within `max_amp` times the live data once `incoming` blocks are
 /// written (and the blocks they replace become garbage).
-fn choose_victims(table: &SegmentTable, max_amp: f64, incoming: u64, mode: CleanMode) -> Vec<u32> {
+///
+/// Segments up to `pinned` (read by an incremental union in progress) are never victims:
+/// they cannot be deleted before the union ends, so copying their live data would only add.
+fn choose_victims(
+    table: &SegmentTable,
+    max_amp: f64,
+    incoming: u64,
+    mode: CleanMode,
+    pinned: Option<u32>,
+) -> Vec<u32> {
     // Segments without live data are about to be deleted: they do not count as used.
     let used: u64 = table
         .segments
@@ -66,6 +75,7 @@ fn choose_victims(table: &SegmentTable, max_amp: f64, incoming: u64, mode: Clean
         .segments
         .iter()
         .filter(|(id, m)| **id != table.active && m.live_blocks() > 0 && m.used_blocks > 0)
+        .filter(|(id, _)| pinned.is_none_or(|p| **id > p))
         .map(|(id, m)| (*id, m.live_blocks(), m.used_blocks))
         .collect();
     candidates.sort_by_key(|(id, live, _)| (*live, *id));
@@ -100,6 +110,7 @@ impl Inner {
             self.options.max_space_amplification,
             0,
             CleanMode::Explicit,
+            self.head().tables.pinned_segments(),
         )
         .is_empty()
     }
@@ -115,7 +126,13 @@ impl Inner {
         incoming: u64,
         mode: CleanMode,
     ) -> Result<Relocation> {
-        let victims = choose_victims(table, self.options.max_space_amplification, incoming, mode);
+        let victims = choose_victims(
+            table,
+            self.options.max_space_amplification,
+            incoming,
+            mode,
+            head.pinned_segments(),
+        );
         if victims.is_empty() {
             return Ok(Relocation::default());
         }
@@ -307,20 +324,20 @@ mod tests {
     fn victims_are_the_emptiest_sealed_segments_and_only_when_needed() {
         // 400 used, 300 live: below 2x, nothing to do automatically.
         let t = table(&[(1, 100, 90), (2, 100, 80), (3, 100, 70), (4, 100, 60)], 4);
-        assert!(choose_victims(&t, 2.0, 0, CleanMode::Auto).is_empty());
+        assert!(choose_victims(&t, 2.0, 0, CleanMode::Auto, None).is_empty());
         // 400 used, 130 live: above 2x; the emptiest sealed segment first, never the active.
         let t = table(&[(1, 100, 10), (2, 100, 50), (3, 100, 40), (4, 100, 30)], 1);
-        assert_eq!(choose_victims(&t, 2.0, 0, CleanMode::Auto), vec![4, 3, 2]);
+        assert_eq!(choose_victims(&t, 2.0, 0, CleanMode::Auto, None), vec![4, 3, 2]);
         // Segments already empty are about to be deleted: they need no cleaning.
         let t = table(&[(1, 100, 10), (2, 100, 95), (3, 100, 95), (4, 100, 0)], 1);
-        assert!(choose_victims(&t, 1.5, 0, CleanMode::Auto).is_empty());
+        assert!(choose_victims(&t, 1.5, 0, CleanMode::Auto, None).is_empty());
         // Only as much as needed to get back under the limit.
         let t = table(&[(1, 100, 10), (2, 100, 40), (3, 100, 45), (4, 100, 50)], 1);
-        assert_eq!(choose_victims(&t, 2.0, 0, CleanMode::Auto), vec![2, 3]);
+        assert_eq!(choose_victims(&t, 2.0, 0, CleanMode::Auto, None), vec![2, 3]);
         // Explicit: everything at most half live.
         let t = table(&[(1, 100, 10), (2, 100, 50), (3, 100, 90), (4, 100, 30)], 3);
         assert_eq!(
-            choose_victims(&t, 2.0, 0, CleanMode::Explicit),
+            choose_victims(&t, 2.0, 0, CleanMode::Explicit, None),
             vec![1, 4, 2]
         );
     }

@@ -236,6 +236,7 @@ impl Inner {
             values_written,
             values_freed,
             segment_heads: segment_heads_of(&w.table, stager.touched()),
+            unions: Vec::new(),
         };
         let created: BTreeSet<u32> = stager
             .touched()

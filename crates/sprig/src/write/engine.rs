@@ -118,6 +118,7 @@ impl Inner {
 
     /// Note which segments hold no live data as of the latest version.
     pub fn refresh_emptied(&self, w: &mut Writer) {
-        w.refresh_emptied(self.head().seq);
+        let head = self.head();
+        w.refresh_emptied(head.seq, head.tables.pinned_segments());
     }
 }

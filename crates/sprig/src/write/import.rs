@@ -35,13 +35,15 @@ use crate::write::engine::Inner;
 use crate::state::directory::{Directory, PageLoc, PageRef, Subtree};
 use crate::error::{Error, Result};
 use crate::io::BLOCK_BYTES;
-use crate::log::record::{hex, CommitRecord, TableChange};
+use crate::log::record::{hex, CommitRecord, TableChange, UnionChange};
 use crate::state::tables::{TableDef, TableId};
 
 /// Where an import goes.
 pub(crate) enum ImportTarget {
-    /// Into an existing table.
+    /// Into an existing table (not one an incremental union is filling).
     Existing(TableId),
+    /// A step of the incremental union filling this table.
+    UnionStep(TableId),
     /// Into a new table, created by the import's commit.
     New {
         name: String,
@@ -104,6 +106,21 @@ impl Inner {
     where
         I: IntoIterator<Item = Result<(KeyPath, Option<Vec<u8>>)>>,
     {
+        self.import_sorted_then(target, changes, options, || Ok(Vec::new()))
+    }
+
+    /// [`Inner::import_sorted`], whose commit also records the union changes `unions` gives
+    /// once the stream is consumed (a union step says how far it came).
+    pub(crate) fn import_sorted_then<I>(
+        &self,
+        target: ImportTarget,
+        changes: I,
+        options: &ImportOptions,
+        unions: impl FnOnce() -> Result<Vec<UnionChange>>,
+    ) -> Result<CommitInfo>
+    where
+        I: IntoIterator<Item = Result<(KeyPath, Option<Vec<u8>>)>>,
+    {
         let inner = self;
         let mut w = inner.log.writer.lock();
         w.check_writable()?;
@@ -112,7 +129,8 @@ impl Inner {
         let result = changes
             .into_iter()
             .try_for_each(|change| import.push(change?))
-            .and_then(|()| import.finish(&mut w, &head));
+            .and_then(|()| unions())
+            .and_then(|unions| import.finish(&mut w, &head, unions));
         // A failed write may have left blocks the disk did not take: poison, as a commit's
         // failed write does. A bad input stream leaves only unreferenced blocks past the
         // recorded fill, and the database usable.
@@ -196,7 +214,16 @@ impl<'a> Import<'a> {
         options: &ImportOptions,
     ) -> Result<Import<'a>> {
         let (table_id, create, dir) = match target {
-            ImportTarget::Existing(id) => {
+            ImportTarget::Existing(id) | ImportTarget::UnionStep(id) => {
+                let filling = matches!(target, ImportTarget::UnionStep(_));
+                if let Some(u) = head.tables.union(id) {
+                    if !filling {
+                        return Err(Error::UnionInProgress {
+                            table: head.tables.def(id).map(|d| d.name).unwrap_or_default(),
+                            remaining: u.remaining(),
+                        });
+                    }
+                }
                 let dir = head
                     .tables
                     .dir(id)
@@ -513,7 +540,12 @@ impl<'a> Import<'a> {
 
     /// Apply what is left, merge sparse regions, make everything durable with one commit
     /// record and publish the new version.
-    fn finish(&mut self, w: &mut Writer, head: &Arc<Version>) -> Result<CommitInfo> {
+    fn finish(
+        &mut self,
+        w: &mut Writer,
+        head: &Arc<Version>,
+        unions: Vec<UnionChange>,
+    ) -> Result<CommitInfo> {
         let inner = self.inner;
         self.drain(true)?;
 
@@ -576,12 +608,8 @@ impl<'a> Import<'a> {
             values_written: std::mem::take(&mut self.values_written),
             values_freed: std::mem::take(&mut self.values_freed),
             segment_heads: segment_heads_of(&self.table, self.stager.touched()),
+            unions,
         };
-        let tables_after = match &self.create {
-            Some(def) => head.tables.with_created(def.clone(), dir),
-            None => head.tables.with_dir(self.table_id, dir),
-        }
-        .map_err(|e| Error::internal(format!("an import into a table its version lacks: {e}")))?;
         // Segment files this import created: those empty before it.
         let created: BTreeSet<u32> = self
             .stager
@@ -613,6 +641,7 @@ impl<'a> Import<'a> {
         inner.counters.reshaped(self.splits, merges);
         inner.refresh_emptied(w);
         inner.after_commit(w)?;
+        let tables_after = &inner.head().tables;
         Ok(CommitInfo {
             seq: self.stamp.seq,
             root: tables_after.default_dir().root_node(),

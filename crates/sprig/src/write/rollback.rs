@@ -12,7 +12,7 @@ use crate::write::engine::Inner;
 use crate::state::directory::{diff, Directory, PageRef, Region};
 use crate::state::tables::{TableDef, TableId};
 use crate::error::{Error, Result};
-use crate::log::record::{CommitRecord, TableChange};
+use crate::log::record::{CommitRecord, TableChange, UnionChange};
 use crate::log::segments::value_record_blocks;
 use crate::state::page::ValueRef;
 use crate::state::prefix::Prefix;
@@ -106,6 +106,23 @@ impl Inner {
             })
             .collect::<Result<_>>()?;
 
+        // Unions: the target's state wherever it differs (its frozen inputs' pages are still
+        // on disk: the retained target pins their segments).
+        let mut unions = Vec::new();
+        for (id, state) in target.tables.unions() {
+            if !head.tables.union(id).is_some_and(|h| h.same_as(state)) {
+                unions.push(UnionChange::Set {
+                    table: id,
+                    state: (**state).clone(),
+                });
+            }
+        }
+        for (id, _) in head.tables.unions() {
+            if target.tables.union(id).is_none() && target.tables.dir(id).is_some() {
+                unions.push(UnionChange::Clear { table: id });
+            }
+        }
+
         let next = head
             .seq
             .checked_add(1)
@@ -118,6 +135,7 @@ impl Inner {
             values_written,
             values_freed,
             segment_heads: Vec::new(),
+            unions,
         };
         w.guarded(|w| {
             let published = inner.publish_record(
