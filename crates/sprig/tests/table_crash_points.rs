@@ -4,7 +4,10 @@
 //! removal of the fault-injecting storage) and every crash mode, the database reopened from
 //! what survived must hold exactly the last acknowledged commit or the one in flight, in every
 //! table at once (each table's root and values, the database root, the table list), never a
-//! mix; and it must then take a commit that survives a further power loss.
+//! mix; and it must then take a commit that survives a further power loss. An incremental
+//! union runs through it too (started, stepped while its inputs change, checkpointed,
+//! completed): at every crash point its table serves the union's values, and a union caught
+//! in progress completes after recovery to the union's root.
 //!
 //! Replay a failure with `SPRIG_TEST_SEED=<seed> cargo test --test table_crash_points`.
 
@@ -44,6 +47,10 @@ enum Step {
     Clean,
     /// A new table: the union of two, left-biased.
     Union(&'static str, &'static str, &'static str),
+    /// An incremental union of two, left-biased.
+    StartUnion(&'static str, &'static str, &'static str),
+    /// A step of an incremental union (`u64::MAX`: to completion).
+    Supply(&'static str, u64),
 }
 
 #[derive(Clone, Debug)]
@@ -92,8 +99,17 @@ fn workload(seed: u64) -> Vec<Step> {
                 steps.push(Step::Drop("utxo"));
                 steps.push(Step::Create("rewards", Some("concat")));
             }
-            5 => steps.push(Step::Clean),
-            6 => steps.push(Step::Union("merged", "stake", "rewards")),
+            5 => {
+                steps.push(Step::Clean);
+                steps.push(Step::StartUnion("inc", "stake", "rewards"));
+                steps.push(Step::Supply("inc", 10));
+            }
+            6 => {
+                steps.push(Step::Supply("inc", 10));
+                steps.push(Step::Checkpoint);
+                steps.push(Step::Union("merged", "stake", "rewards"));
+                steps.push(Step::Supply("inc", u64::MAX));
+            }
             _ => {}
         }
     }
@@ -142,7 +158,13 @@ fn apply(model: &mut TablesModel, step: &Step, keys: &[KeyPath]) {
             }
         }
         Step::Checkpoint | Step::Clean => {}
-        Step::Union(name, a, b) => {
+        // A step changes no value a lookup sees; the last one completes the union.
+        Step::Supply(name, n) => {
+            if *n == u64::MAX {
+                model.set_pending(name, false);
+            }
+        }
+        Step::Union(name, a, b) | Step::StartUnion(name, a, b) => {
             let mut entries: Vec<(KeyPath, Vec<u8>)> = Vec::new();
             for input in [b, a] {
                 entries.extend(
@@ -157,6 +179,9 @@ fn apply(model: &mut TablesModel, step: &Step, keys: &[KeyPath]) {
             let m = model.table_mut(name).unwrap();
             for (k, v) in entries {
                 m.insert(k, v);
+            }
+            if matches!(step, Step::StartUnion(..)) && !m.is_empty() {
+                model.set_pending(name, true);
             }
         }
     }
@@ -193,6 +218,18 @@ fn run_step(db: &Db, step: &Step, keys: &[KeyPath]) -> sprig::Result<()> {
                 TableOptions::default(),
             )
             .map(|_| ()),
+        Step::StartUnion(name, a, b) => db
+            .start_union(
+                name,
+                &[&db.table(a)?, &db.table(b)?],
+                TableOptions::default(),
+            )
+            .map(|_| ()),
+        Step::Supply(name, n) => {
+            let w = db.supply_union_work(&db.table(name)?, *n)?;
+            assert_eq!(w.remaining == 0, *n == u64::MAX, "{w:?}");
+            Ok(())
+        }
         Step::Clean => db.clean().map(|_| ()),
     }
 }
@@ -250,14 +287,21 @@ fn compare(db: &Db, model: &TablesModel, keys: &[KeyPath]) -> Result<(), String>
     for name in model.names() {
         let t: Table = view.table(name).map_err(|e| e.to_string())?;
         let m = model.table(name).unwrap();
-        if view.table_root(&t).map_err(|e| e.to_string())? != m.root() {
-            return Err(format!("root of {name} differs"));
-        }
         let values = view.get_many_in(&t, keys).map_err(|e| e.to_string())?;
         for (k, v) in keys.iter().zip(values) {
             if v.as_deref() != m.get(k) {
                 return Err(format!("{name}: value of {k:02x?} differs"));
             }
+        }
+        let debt = db.remaining_union_debt(&t).map_err(|e| e.to_string())?;
+        if model.is_pending(name) != (debt > 0) {
+            return Err(format!("{name}: union debt {debt}"));
+        }
+        if model.is_pending(name) {
+            continue;
+        }
+        if view.table_root(&t).map_err(|e| e.to_string())? != m.root() {
+            return Err(format!("root of {name} differs"));
         }
         let scanned = view.iter_in(&t).count();
         if scanned != m.len() {
@@ -339,9 +383,17 @@ fn explore(
             keys,
         );
     }
-    let seq = db.seq();
+    let mut seq = db.seq();
     db.commit(b.finish().map_err(|e| e.to_string())?)
         .map_err(|e| format!("committing after recovery failed: {e}"))?;
+    // A union caught in progress completes from where recovery left it.
+    if next.is_pending("inc") {
+        let t = db.table("inc").map_err(|e| e.to_string())?;
+        db.supply_union_work(&t, u64::MAX)
+            .map_err(|e| format!("completing the union after recovery: {e}"))?;
+        next.set_pending("inc", false);
+        seq += 1;
+    }
     drop(db);
     let again: Arc<dyn Storage> = Arc::new(image.crash(CrashMode::DropUnsynced, 0));
     let db = Db::open_with_storage(again, options()).map_err(|e| format!("second reopen: {e}"))?;
