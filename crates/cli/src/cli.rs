@@ -41,7 +41,7 @@ pub struct Cli {
     /// Print one JSON document on stdout instead of text (errors too); no progress bars.
     #[arg(long, global = true)]
     pub json: bool,
-    /// The table put, upsert, get, delete and root work on.
+    /// The table put, upsert, get, delete, root, import, export and prove work on.
     #[arg(
         long,
         short = 't',
@@ -189,6 +189,28 @@ Example:\n  sprig --db ./state table create balances --resolver add-u64")]
         /// The new table's resolver, which also combines equal keys.
         #[arg(long, value_name = "NAME")]
         resolver: Option<String>,
+        /// Start an incremental union instead: it reads nothing now, serves lookups at once,
+        /// and is completed by `table supply`.
+        #[arg(long)]
+        incremental: bool,
+    },
+    /// Do work of an incremental union: merge input entries into its table, in durable steps.
+    #[command(
+        after_help = "Each step is one commit; an interrupted run leaves the union at its last step.
+
+Examples:
+  sprig --db ./state table supply all-rewards --work 100000
+  sprig --db ./state table supply all-rewards"
+    )]
+    Supply {
+        /// The union's table.
+        name: String,
+        /// Input entries to merge (default: all that remain).
+        #[arg(long, value_name = "N")]
+        work: Option<u64>,
+        /// Input entries merged per commit.
+        #[arg(long, value_name = "N", default_value_t = 65536)]
+        step: u64,
     },
     /// Describe one table.
     Stat {

@@ -75,6 +75,7 @@ impl CliError {
                 | sprig::Error::NoResolver(_) => exit::INVALID_INPUT,
                 sprig::Error::NoSuchTable(_)
                 | sprig::Error::TableExists(_)
+                | sprig::Error::UnionInProgress { .. }
                 | sprig::Error::DefaultTable
                 | sprig::Error::ResolverMissing { .. } => exit::USAGE,
                 sprig::Error::HasherMismatch { .. } | sprig::Error::NotRetained { .. } => {

@@ -69,4 +69,13 @@ pub struct ProofDoc {
     pub entries: Vec<ProvenEntry>,
     /// The binary encoding of the proof, in hex.
     pub proof: String,
+    /// For a proof of keys in a table other than the default one: the table's name. `root`
+    /// is then the database root, and `proof` is against the table's root, which
+    /// `table_proof` ties to the database root.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub table: Option<String>,
+    /// With `table`: a table proof (magic `SPTP`, in hex) of the first entry's key, whose
+    /// table root the proof is checked against once it is shown under the database root.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub table_proof: Option<String>,
 }

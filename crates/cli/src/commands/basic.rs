@@ -143,9 +143,14 @@ pub fn get(ctx: &Ctx, args: &GetArgs) -> CliResult<Outcome> {
             format!("{} {shown}", hex(key))
         });
     }
+    // A table an incremental union is still filling has no root yet.
+    let root = match view.table_root(&table) {
+        Ok(root) => Some(hex(&root)),
+        Err(sprig::Error::UnionInProgress { .. }) => None,
+        Err(e) => return Err(e.into()),
+    };
     let mut outcome = Outcome::ok(
-        json!({"seq": view.seq(), "table": table.name(),
-               "root": hex(&view.table_root(&table)?), "entries": rows}),
+        json!({"seq": view.seq(), "table": table.name(), "root": root, "entries": rows}),
         lines.join("\n"),
     );
     if missing > 0 {

@@ -1,5 +1,7 @@
 //! `prove`: a path proof, multi-proof or witness of keys against the latest root, as a JSON
-//! document (root, claimed values, proof) or as the bare binary encoding.
+//! document (root, claimed values, proof) or as the bare binary encoding. With `--table`, the
+//! proof is against that table's root; the JSON document then names the database root and
+//! carries a table proof tying the table's root to it.
 
 use super::{gather_keys, Ctx};
 use crate::cli::{ProofFormat, ProveArgs};
@@ -23,17 +25,39 @@ pub fn prove(ctx: &Ctx, args: &ProveArgs) -> CliResult<Outcome> {
         return Err(CliError::Usage("no keys to prove".into()));
     }
     let view = db.view();
+    let table = ctx.table(&db)?;
     let (kind, encoded) = match (args.witness, keys.as_slice()) {
-        (true, _) => (ProofKind::Witness, view.witness(&keys)?.encode(hasher)),
-        (false, [key]) => (ProofKind::Path, view.path_proof(key)?.encode(hasher)),
-        (false, _) => (ProofKind::Multi, view.multi_proof(&keys)?.encode(hasher)),
+        (true, _) => (
+            ProofKind::Witness,
+            view.witness_in(&table, &keys)?.encode(hasher),
+        ),
+        (false, [key]) => (
+            ProofKind::Path,
+            view.path_proof_in(&table, key)?.encode(hasher),
+        ),
+        (false, _) => (
+            ProofKind::Multi,
+            view.multi_proof_in(&table, &keys)?.encode(hasher),
+        ),
     };
-    let values = view.get_many(&keys)?;
+    let values = view.get_many_in(&table, &keys)?;
     let present = values.iter().filter(|v| v.is_some()).count();
-    let root = view.root();
+    let in_table = table != sprig::Table::default_table();
+    // The root a reader trusts: the database root for a table's keys.
+    let (root, table_root) = if in_table {
+        (view.db_root(), view.table_root(&table)?)
+    } else {
+        (view.root(), view.root())
+    };
+    let table_proof = if in_table {
+        Some(hex(&view.table_proof(&table, &keys[0])?.encode(hasher)))
+    } else {
+        None
+    };
     let summary = json!({
         "kind": kind.name(), "keys": keys.len(), "present": present, "bytes": encoded.len(),
         "root": hex(&root), "seq": view.seq(), "hasher": hasher.name(),
+        "table": table.name(), "table_root": hex(&table_root),
     });
     let bytes = match args.format {
         ProofFormat::Binary => encoded,
@@ -53,6 +77,8 @@ pub fn prove(ctx: &Ctx, args: &ProveArgs) -> CliResult<Outcome> {
                     })
                     .collect(),
                 proof: hex(&encoded),
+                table: in_table.then(|| table.name().to_string()),
+                table_proof,
             };
             let mut text = serde_json::to_string_pretty(&doc)
                 .map_err(|e| CliError::input("proof", e.to_string()))?;

@@ -1,11 +1,13 @@
-//! `table create|list|drop|union|stat`: the catalog of tables. Creating and dropping are durable
-//! commits; listing and describing open the database read-only.
+//! `table create|list|drop|union|supply|stat`: the catalog of tables. Creating, dropping,
+//! unions and their steps are durable commits; listing and describing open the database
+//! read-only.
 
 use super::Ctx;
 use crate::cli::TableCommand;
 use crate::error::CliResult;
 use crate::format::hex;
 use crate::output::Outcome;
+use crate::progress;
 use serde_json::json;
 use sprig::{TableInfo, TableOptions};
 
@@ -16,17 +18,26 @@ fn describe(t: &TableInfo) -> serde_json::Value {
         "resolver": t.resolver,
         "entries": t.entries,
         "root": hex(&t.root),
+        "union_debt": t.union_debt,
     })
 }
 
 fn line(t: &TableInfo) -> String {
-    format!(
-        "{:<24} {:>12} entries  resolver {:<10} root {}",
-        t.table.name(),
-        t.entries,
-        t.resolver.as_deref().unwrap_or("-"),
-        hex(&t.root)
-    )
+    match t.union_debt {
+        Some(debt) => format!(
+            "{:<24} incremental union in progress: {debt} input entries to merge              ({} merged entries so far); resolver {}",
+            t.table.name(),
+            t.entries,
+            t.resolver.as_deref().unwrap_or("-"),
+        ),
+        None => format!(
+            "{:<24} {:>12} entries  resolver {:<10} root {}",
+            t.table.name(),
+            t.entries,
+            t.resolver.as_deref().unwrap_or("-"),
+            hex(&t.root)
+        ),
+    }
 }
 
 /// Run a `table` subcommand.
@@ -56,6 +67,7 @@ pub fn run(ctx: &Ctx, command: &TableCommand) -> CliResult<Outcome> {
             name,
             inputs,
             resolver,
+            incremental,
         } => {
             let db = ctx.open("table union")?;
             let tables = inputs
@@ -63,6 +75,28 @@ pub fn run(ctx: &Ctx, command: &TableCommand) -> CliResult<Outcome> {
                 .map(|n| db.table(n))
                 .collect::<sprig::Result<Vec<_>>>()?;
             let refs: Vec<&sprig::Table> = tables.iter().collect();
+            if *incremental {
+                let (table, info) = db.start_union(
+                    name,
+                    &refs,
+                    TableOptions {
+                        resolver: resolver.clone(),
+                    },
+                )?;
+                let debt = db.remaining_union_debt(&table)?;
+                return Ok(Outcome::ok(
+                    json!({"name": table.name(), "inputs": inputs, "union_debt": debt,
+                           "seq": info.seq, "db_root": hex(&info.db_root)}),
+                    format!(
+                        "started table {} as the incremental union of {}; committed as \
+                         version {}\n{debt} input entries to merge: run `sprig table supply {}`",
+                        table.name(),
+                        inputs.join(", "),
+                        info.seq,
+                        table.name()
+                    ),
+                ));
+            }
             let (table, info) = db.union(
                 name,
                 &refs,
@@ -84,6 +118,53 @@ pub fn run(ctx: &Ctx, command: &TableCommand) -> CliResult<Outcome> {
                     hex(&root),
                     hex(&info.db_root)
                 ),
+            ))
+        }
+        TableCommand::Supply { name, work, step } => {
+            let db = ctx.open("table supply")?;
+            let table = db.table(name)?;
+            let debt = db.remaining_union_debt(&table)?;
+            let target = work.unwrap_or(debt).min(debt);
+            let bar = progress::bar(ctx.progress, target, "merging", false);
+            let (mut merged, mut commits) = (0u64, 0u64);
+            while merged < target {
+                let w = db.supply_union_work(&table, (*step).max(1).min(target - merged))?;
+                merged += w.merged;
+                commits += u64::from(w.commit.is_some());
+                bar.set_position(merged.min(target));
+                if w.remaining == 0 || w.merged == 0 {
+                    break;
+                }
+            }
+            bar.finish_and_clear();
+            let remaining = db.remaining_union_debt(&table)?;
+            let view = db.view();
+            let text = if remaining == 0 {
+                format!(
+                    "merged {merged} input entries in {commits} commit(s); the union is \
+                     complete: {} entries, version {}\nroot {}\ndatabase root {}",
+                    view.len_in(&table)?,
+                    view.seq(),
+                    hex(&view.table_root(&table)?),
+                    hex(&view.db_root())
+                )
+            } else {
+                format!(
+                    "merged {merged} input entries in {commits} commit(s); {remaining} to go \
+                     (version {})",
+                    view.seq()
+                )
+            };
+            let root = if remaining == 0 {
+                Some(hex(&view.table_root(&table)?))
+            } else {
+                None
+            };
+            Ok(Outcome::ok(
+                json!({"name": name, "merged": merged, "commits": commits,
+                       "union_debt": remaining, "root": root, "seq": view.seq(),
+                       "db_root": hex(&view.db_root())}),
+                text,
             ))
         }
         TableCommand::Drop { name } => {

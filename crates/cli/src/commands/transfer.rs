@@ -16,7 +16,7 @@ use crate::progress;
 use crate::records::{RecordReader, RecordWriter};
 use crate::spool::Spool;
 use serde_json::json;
-use sprig::{BulkOptions, Db, ImportOptions};
+use sprig::{BulkOptions, Db, ImportOptions, Table};
 use std::path::Path;
 use std::time::Instant;
 
@@ -55,6 +55,7 @@ fn stop() -> sprig::Error {
 /// `import`.
 pub fn import(ctx: &Ctx, args: &ImportArgs) -> CliResult<Outcome> {
     let db = ctx.open("import")?;
+    let table = ctx.table(&db)?;
     let dir = ctx.db_path("import")?.to_path_buf();
     let budget = args.memory_mib << 20;
     let mut reader = RecordReader::open(
@@ -68,32 +69,38 @@ pub fn import(ctx: &Ctx, args: &ImportArgs) -> CliResult<Outcome> {
     let crash = CrashHook::from_env();
     let spool = read(ctx, &mut reader, &dir, budget / 2)?;
     let (records, runs) = (spool.records(), spool.runs());
-    let fresh = db.seq() == 0 && db.is_empty();
+    // A bulk load builds the whole database: only a fresh one, into its default table.
+    let fresh = db.seq() == 0 && db.is_empty() && table == Table::default_table();
     let mode = if fresh && spool.deletes() == 0 {
         bulk(ctx, &db, spool, budget / 2, &crash)?;
         "bulk load"
     } else {
-        commit(ctx, &db, spool, budget / 2, &crash)?;
+        commit(ctx, &db, &table, spool, budget / 2, &crash)?;
         "one commit"
     };
     let elapsed = start.elapsed();
-    let root = db.root();
+    let view = db.view();
+    let (root, entries) = (view.table_root(&table)?, view.len_in(&table)?);
     Ok(Outcome::ok(
         json!({
             "file": args.file, "mode": mode, "records": records, "spilled_runs": runs,
-            "entries": db.len(),
-            "seq": db.seq(), "root": hex(&root), "seconds": elapsed.as_secs_f64(),
+            "table": table.name(), "entries": entries,
+            "seq": view.seq(), "root": hex(&root), "db_root": hex(&view.db_root()),
+            "seconds": elapsed.as_secs_f64(),
             "records_per_second": per_second(records, elapsed),
         }),
         format!(
-            "imported {} records from {} ({mode}) in {}, {}\nentries {}, version {}\nroot {}",
+            "imported {} records from {} into table {} ({mode}) in {}, {}\nentries {}, version \
+             {}\nroot {}\ndatabase root {}",
             grouped(records),
             reader.name(),
+            table.name(),
             seconds(elapsed),
             rate(records, elapsed),
-            grouped(db.len()),
-            db.seq(),
-            hex(&root)
+            grouped(entries),
+            view.seq(),
+            hex(&root),
+            hex(&view.db_root())
         ),
     ))
 }
@@ -160,7 +167,14 @@ fn bulk(ctx: &Ctx, db: &Db, spool: Spool, buffer: u64, crash: &CrashHook) -> Cli
 
 /// Apply the spooled records as one commit: their merge in key order, the last record of
 /// each key, in `budget` bytes of the engine's memory.
-fn commit(ctx: &Ctx, db: &Db, spool: Spool, budget: u64, crash: &CrashHook) -> CliResult<()> {
+fn commit(
+    ctx: &Ctx,
+    db: &Db,
+    table: &Table,
+    spool: Spool,
+    budget: u64,
+    crash: &CrashHook,
+) -> CliResult<()> {
     let bar = progress::bar(ctx.progress, spool.records(), "importing", false);
     let mut merge = spool.merge(true)?;
     let mut fed = 0u64;
@@ -182,7 +196,7 @@ fn commit(ctx: &Ctx, db: &Db, spool: Spool, budget: u64, crash: &CrashHook) -> C
     let options = ImportOptions {
         memory_bytes: budget,
     };
-    let committed = db.import_sorted(changes, &options);
+    let committed = db.import_sorted_into(table, changes, &options);
     bar.finish_and_clear();
     match (committed, failure) {
         (Ok(_), _) => Ok(()),
@@ -194,12 +208,14 @@ fn commit(ctx: &Ctx, db: &Db, spool: Spool, budget: u64, crash: &CrashHook) -> C
 /// `export`.
 pub fn export(ctx: &Ctx, args: &ExportArgs) -> CliResult<Outcome> {
     let db = ctx.open_read_only("export")?;
+    let table = ctx.table(&db)?;
     let view = db.view();
+    let (root, entries) = (view.table_root(&table)?, view.len_in(&table)?);
     let start = Instant::now();
     let mut writer = RecordWriter::create(&args.file, args.format)?;
-    let bar = progress::bar(ctx.progress, view.len(), "exporting", false);
+    let bar = progress::bar(ctx.progress, entries, "exporting", false);
     let mut written = 0u64;
-    for item in view.iter() {
+    for item in view.iter_in(&table) {
         let (key, value) = item?;
         writer.write(&key, &value)?;
         written += 1;
@@ -216,17 +232,19 @@ pub fn export(ctx: &Ctx, args: &ExportArgs) -> CliResult<Outcome> {
     let elapsed = start.elapsed();
     Ok(Outcome::ok(
         json!({
-            "file": args.file, "records": records, "seq": view.seq(),
-            "root": hex(&view.root()), "seconds": elapsed.as_secs_f64(),
+            "file": args.file, "records": records, "seq": view.seq(), "table": table.name(),
+            "root": hex(&root), "seconds": elapsed.as_secs_f64(),
         }),
         format!(
-            "exported {} records (key paths and values) of version {} to {} in {}, {}\nroot {}",
+            "exported {} records (key paths and values) of table {} at version {} to {} in \
+             {}, {}\nroot {}",
             grouped(records),
+            table.name(),
             view.seq(),
             args.file,
             seconds(elapsed),
             rate(records, elapsed),
-            hex(&view.root())
+            hex(&root)
         ),
     ))
 }

@@ -9,7 +9,7 @@ use crate::output::Outcome;
 use crate::proofdoc::{ProofDoc, ProofKind, DOC_FORMAT};
 use serde_json::json;
 use sprig_core::proof::encoded_hasher;
-use sprig_core::{Hasher, KeyPath, Lookup, MultiProof, Node, PathProof, Witness};
+use sprig_core::{Hasher, KeyPath, Lookup, MultiProof, Node, PathProof, TableProof, Witness};
 use std::io::Read as _;
 
 /// The largest proof file read (a witness of 2^24 keys fits well below).
@@ -23,6 +23,9 @@ type Claim = (KeyPath, Option<Option<Vec<u8>>>);
 struct Task {
     kind: ProofKind,
     hasher: Hasher,
+    /// For keys of a table: its name and the database root its root was shown under.
+    table: Option<(String, Node)>,
+    /// The root the proof is checked against (a table's root, for keys of a table).
     root: Node,
     encoded: Vec<u8>,
     claims: Vec<Claim>,
@@ -90,7 +93,7 @@ fn from_json(args: &VerifyArgs, bytes: &[u8]) -> CliResult<Task> {
             ),
         ),
     };
-    let mut claims = Vec::with_capacity(doc.entries.len());
+    let mut claims: Vec<Claim> = Vec::with_capacity(doc.entries.len());
     for (i, entry) in doc.entries.iter().enumerate() {
         let key_bytes = unhex(&entry.key).map_err(|e| bad(format!("entry {i}: {e}")))?;
         let key = KeyPath::try_from(key_bytes.as_slice())
@@ -101,9 +104,29 @@ fn from_json(args: &VerifyArgs, bytes: &[u8]) -> CliResult<Task> {
         };
         claims.push((key, Some(value)));
     }
+    // Keys of a table: its root, shown under the database root, is what the proof is
+    // checked against.
+    let (root, table) = match (&doc.table, &doc.table_proof) {
+        (None, None) => (root, None),
+        (Some(name), Some(tp)) => {
+            let encoded = unhex(tp).map_err(|e| bad(format!("table_proof: {e}")))?;
+            let proof = TableProof::decode(&encoded, hasher)
+                .map_err(|e| CliError::Verify(format!("table proof: {e}")))?;
+            let first = claims
+                .first()
+                .map(|(k, _)| *k)
+                .ok_or_else(|| bad("a table proof document proves no key".into()))?;
+            proof
+                .verify(hasher, &root, name, &first)
+                .map_err(|e| CliError::Verify(format!("table {name:?} under the root: {e}")))?;
+            (proof.table_root, Some((name.clone(), root)))
+        }
+        _ => return Err(bad("\"table\" and \"table_proof\" come together".into())),
+    };
     Ok(Task {
         kind: doc.kind,
         hasher,
+        table,
         root,
         encoded: unhex(&doc.proof).map_err(|e| bad(format!("proof: {e}")))?,
         claims,
@@ -163,6 +186,7 @@ fn from_binary(args: &VerifyArgs, encoded: Vec<u8>) -> CliResult<Task> {
     Ok(Task {
         kind,
         hasher,
+        table: None,
         root,
         encoded,
         claims,
@@ -217,6 +241,12 @@ fn report(task: &Task, lookups: &[(KeyPath, Lookup)]) -> CliResult<Outcome> {
         hex(&task.root),
         task.hasher.name()
     )];
+    if let Some((name, db_root)) = &task.table {
+        lines.push(format!(
+            "  the root of table {name:?}, under database root {}",
+            hex(db_root)
+        ));
+    }
     if let Some(note) = &task.note {
         lines.push(format!("note: {note}"));
     }
@@ -255,6 +285,8 @@ fn report(task: &Task, lookups: &[(KeyPath, Lookup)]) -> CliResult<Outcome> {
         json!({
             "verified": ok, "kind": task.kind.name(), "hasher": task.hasher.name(),
             "root": hex(&task.root), "note": task.note, "keys": rows,
+            "table": task.table.as_ref().map(|(n, _)| n),
+            "db_root": task.table.as_ref().map(|(_, r)| hex(r)),
         }),
         lines.join("\n"),
     );
