@@ -97,6 +97,12 @@ pub struct EngineArgs {
     /// Read keys one at a time instead of batched (Sprig: no prefetch; peers: one thread).
     #[arg(long)]
     pub serial_reads: bool,
+    /// Sprig only, at create: spread the keys over this many tables (1 or 2; with 2, keys
+    /// whose path starts with an odd byte go to table `second`), every batch committing both
+    /// together. A database made so is run that way; its root is the database root, so it
+    /// does not match the peers' (no `--check` against them).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(1..=2))]
+    pub sprig_tables: u8,
 }
 
 /// Arguments of `create`.

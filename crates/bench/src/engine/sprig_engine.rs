@@ -3,15 +3,26 @@
 //! pipelined mode the engine's commit pipeline ([`sprig::Pipeline`]) builds the next batch on
 //! top of the previous one (a stacked overlay) while its thread makes the previous one
 //! durable, in order.
+//!
+//! A database created with `--sprig-tables 2` holds its keys in two tables (by the parity of a
+//! key path's first byte): every batch reads both (one round of reads per table) and commits
+//! both in one commit, and the root reported is the database root.
 
 use super::{Engine, EngineCounters, Load, Writes};
 use crate::cli::EngineArgs;
 use anyhow::{anyhow, Context, Result};
-use sprig::{BulkPhase, Db, KeyPath, Node, Options, Pipeline, WriteBatch};
+use sprig::{BulkPhase, Db, ImportOptions, KeyPath, Node, Options, Pipeline, Table, WriteBatch};
 use std::path::Path;
 
 /// Finished batches that may wait for the committer in pipelined mode.
 const PIPELINE_DEPTH: usize = 2;
+/// The second table of a two-table database.
+const SECOND_TABLE: &str = "second";
+
+/// Which of `tables` holds `key`.
+fn table_of<'t>(tables: &'t [Table], key: &KeyPath) -> &'t Table {
+    &tables[usize::from(key[0] & 1) % tables.len()]
+}
 
 fn options(args: &EngineArgs) -> Options {
     Options {
@@ -22,10 +33,38 @@ fn options(args: &EngineArgs) -> Options {
     }
 }
 
-/// Bulk-load a new Sprig database.
+/// Bulk-load a new Sprig database (with two tables: the default table bulk-loaded, the second
+/// one imported in one commit from its sorted entries, held in memory meanwhile).
 pub fn create(load: Load<'_>) -> Result<Option<Node>> {
     let db = Db::create(load.path, options(load.args))
         .with_context(|| format!("creating a Sprig database in {}", load.path.display()))?;
+    if load.args.sprig_tables == 2 {
+        let mut second: Vec<(KeyPath, Vec<u8>)> = Vec::new();
+        let first = load.entries.filter_map(|(k, v)| {
+            if k[0] & 1 == 1 {
+                second.push((k, v));
+                None
+            } else {
+                Some((k, v))
+            }
+        });
+        let report = db.bulk_load(first, &mut |p| load.progress.set_position(p.done))?;
+        second.sort_unstable_by_key(|(k, _)| *k);
+        let table = db.create_table(SECOND_TABLE, sprig::TableOptions::default())?;
+        let n = second.len() as u64;
+        db.import_sorted_into(
+            &table,
+            second.into_iter().map(|(k, v)| Ok((k, Some(v)))),
+            &ImportOptions::default(),
+        )?;
+        anyhow::ensure!(
+            report.entries + n == load.count,
+            "the load stored {} entries, not the {} generated",
+            report.entries + n,
+            load.count
+        );
+        return Ok(Some(db.db_root()));
+    }
     let report = db.bulk_load(load.entries, &mut |p| match p.phase {
         BulkPhase::Partition => load.progress.set_position(p.done),
         BulkPhase::Build => {
@@ -46,6 +85,8 @@ pub fn create(load: Load<'_>) -> Result<Option<Node>> {
 /// An open Sprig database.
 pub struct SprigEngine {
     db: Db,
+    /// The tables the keys are spread over (the default table alone, or it and a second).
+    tables: Vec<Table>,
     batch: Option<WriteBatch>,
     prefetch: bool,
     /// Pipelined mode's commit pipeline.
@@ -63,7 +104,12 @@ impl SprigEngine {
             },
         )
         .with_context(|| format!("opening the Sprig database in {}", path.display()))?;
+        let mut tables = vec![Table::default_table()];
+        if let Ok(t) = db.table(SECOND_TABLE) {
+            tables.push(t);
+        }
         Ok(SprigEngine {
+            tables,
             batch: None,
             prefetch: !args.serial_reads,
             pipeline: args.pipelined.then(|| db.pipeline(PIPELINE_DEPTH)),
@@ -88,13 +134,21 @@ impl SprigEngine {
 impl Engine for SprigEngine {
     fn read(&mut self, keys: &[KeyPath]) -> Result<Vec<Option<Vec<u8>>>> {
         let prefetch = self.prefetch;
+        let tables = self.tables.clone();
         let batch = self.batch()?;
         if prefetch {
-            batch.prefetch(keys)?;
+            for t in &tables {
+                let mine: Vec<KeyPath> = keys
+                    .iter()
+                    .filter(|k| table_of(&tables, k) == t)
+                    .copied()
+                    .collect();
+                batch.prefetch_in(t, &mine)?;
+            }
         }
         let mut out = Vec::with_capacity(keys.len());
         for key in keys {
-            out.push(batch.get(key)?);
+            out.push(batch.get_in(table_of(&tables, key), key)?);
         }
         Ok(out)
     }
@@ -110,13 +164,18 @@ impl Engine for SprigEngine {
             }
         };
         for (key, value) in writes {
+            let t = table_of(&self.tables, &key);
             match value {
-                Some(v) => batch.put(key, v)?,
-                None => batch.delete(key),
+                Some(v) => batch.put_in(t, key, v)?,
+                None => batch.delete_in(t, key)?,
             }
         }
         let pending = batch.finish()?;
-        let root = pending.root();
+        let root = if self.tables.len() > 1 {
+            pending.db_root()
+        } else {
+            pending.root()
+        };
         match &mut self.pipeline {
             Some(p) => p.submit(pending)?,
             None => {
