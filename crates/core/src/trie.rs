@@ -12,6 +12,7 @@
 //! entries are grouped into pages.
 
 use crate::hasher::Hasher;
+use alloc::vec::Vec;
 
 /// A 32-byte key path, read as 256 bits, most significant bit first.
 pub type KeyPath = [u8; 32];
@@ -122,6 +123,27 @@ pub fn subtrie_root(hasher: Hasher, depth: usize, entries: &[(KeyPath, ValueHash
             hasher.hash_internal(&l, &r)
         }
     }
+}
+
+/// `entries` (sorted by key, each key once) with `changes` (sorted, each key once; `None`
+/// removes) applied: sorted, each key once.
+pub fn apply_changes(
+    entries: &[(KeyPath, ValueHash)],
+    changes: &[(KeyPath, Option<ValueHash>)],
+) -> Vec<(KeyPath, ValueHash)> {
+    let mut merged = Vec::with_capacity(entries.len() + changes.len());
+    let mut old = entries.iter().peekable();
+    for (key, change) in changes {
+        while let Some(e) = old.next_if(|e| e.0 < *key) {
+            merged.push(*e);
+        }
+        old.next_if(|e| e.0 == *key);
+        if let Some(v) = change {
+            merged.push((*key, *v));
+        }
+    }
+    merged.extend(old.copied());
+    merged
 }
 
 /// The root of the trie holding `entries` (sorted by key path, distinct keys).

@@ -9,7 +9,7 @@
 
 mod common;
 
-use common::{compare, options, test_seed, State};
+use common::{assert_no_failures, compare, options, test_seed, State};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use sprig::io::{CrashMode, FaultStorage, Storage};
@@ -168,14 +168,7 @@ fn a_crash_while_a_chain_commits_leaves_a_complete_prefix_of_it() {
         CrashMode::ALL.len(),
         failures.len()
     );
-    for f in failures.iter().take(20) {
-        println!("  {f}");
-    }
-    assert!(
-        failures.is_empty(),
-        "{} crash points failed",
-        failures.len()
-    );
+    assert_no_failures(&failures);
     // Crashes inside the chain commit recovered intermediate links too.
     assert!(seen[2] > 0 && seen[4] > 0, "{seen:?}");
 }

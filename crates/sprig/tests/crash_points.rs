@@ -12,8 +12,8 @@
 mod common;
 
 use common::{
-    acked_and_in_flight, commit_changes, compare, follow_up_batch, options, run_workload,
-    small_workload, test_seed, State,
+    acked_and_in_flight, assert_no_failures, commit_changes, compare, follow_up_batch, options,
+    run_workload, small_workload, test_seed, State,
 };
 use sprig::io::{CrashMode, FaultStorage, Storage};
 use sprig::Db;
@@ -155,14 +155,7 @@ fn every_crash_point_recovers_the_last_or_the_in_flight_commit() {
         tally.in_flight_recovered,
         tally.failures.len()
     );
-    for f in tally.failures.iter().take(20) {
-        println!("  {f}");
-    }
-    assert!(
-        tally.failures.is_empty(),
-        "{} crash points failed",
-        tally.failures.len()
-    );
+    assert_no_failures(&tally.failures);
     assert_eq!(tally.lost, 0);
     assert_eq!(tally.partial, 0);
 }

@@ -13,7 +13,9 @@
 
 mod common;
 
-use common::{commit_changes, compare_many, follow_up_batch, options, test_seed};
+use common::{
+    assert_no_failures, commit_changes, compare_many, follow_up_batch, options, test_seed,
+};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use sprig::io::{CrashMode, Fault, FaultKind, FaultStorage, OpClass, Storage};
@@ -219,14 +221,7 @@ fn a_crash_at_any_step_of_an_import_leaves_the_state_before_or_after_it() {
          {survived:?}, failures {}",
         failures.len()
     );
-    for f in failures.iter().take(20) {
-        println!("  {f}");
-    }
-    assert!(
-        failures.is_empty(),
-        "{} crash points failed",
-        failures.len()
-    );
+    assert_no_failures(&failures);
     assert!(
         survived.contains_key("before") && survived.contains_key("after"),
         "crashes recovered both states"

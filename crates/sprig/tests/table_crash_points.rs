@@ -13,7 +13,7 @@
 
 mod common;
 
-use common::test_seed;
+use common::{assert_no_failures, test_seed};
 use sprig::io::{CrashMode, FaultStorage, Storage};
 use sprig::{Db, Hasher, KeyPath, Options, Table, TableOptions};
 use sprig_core::{TablesModel, DEFAULT_TABLE};
@@ -442,12 +442,5 @@ fn explore_all(seed: u64) {
         trace.len(),
         failures.len()
     );
-    for f in failures.iter().take(20) {
-        println!("  {f}");
-    }
-    assert!(
-        failures.is_empty(),
-        "{} crash points failed",
-        failures.len()
-    );
+    assert_no_failures(&failures);
 }

@@ -6,7 +6,9 @@
 
 use super::{MultiProof, PathProof, ProofNode, Terminal};
 use crate::hasher::Hasher;
-use crate::trie::{bit_at, parent, subtrie_root, KeyPath, LeafData, Node, ValueHash, KEY_BITS};
+use crate::trie::{
+    apply_changes, bit_at, parent, subtrie_root, KeyPath, LeafData, Node, ValueHash, KEY_BITS,
+};
 use alloc::vec::Vec;
 
 /// Append to `out` the pre-order multi-proof nodes of the subtree at `depth` holding `entries`,
@@ -113,19 +115,7 @@ fn merged_root(
     if changes.is_empty() {
         return subtrie_root(hasher, depth, entries);
     }
-    let mut merged: Vec<(KeyPath, ValueHash)> = Vec::with_capacity(entries.len() + changes.len());
-    let mut old = entries.iter().peekable();
-    for (key, change) in changes {
-        while let Some(e) = old.next_if(|e| e.0 < *key) {
-            merged.push(*e);
-        }
-        old.next_if(|e| e.0 == *key);
-        if let Some(v) = change {
-            merged.push((*key, *v));
-        }
-    }
-    merged.extend(old.copied());
-    subtrie_root(hasher, depth, &merged)
+    subtrie_root(hasher, depth, &apply_changes(entries, changes))
 }
 
 impl MultiProof {

@@ -289,10 +289,7 @@ impl WriteBatch {
                 .tables
                 .def(id)
                 .ok_or_else(|| Error::internal("a batch holds a table its base lacks"))?;
-            let table = Table {
-                id,
-                name: Arc::from(def.name.as_str()),
-            };
+            let table = Table::of(&def);
             let dir = self.finish_table(&table, stamp, &mut parts, &mut hashes_needed)?;
             tables = tables
                 .with_dir(id, dir)
@@ -540,14 +537,14 @@ impl Pending {
             proof: sprig_core::MultiProof { nodes: Vec::new() },
         };
         self.state()
-            .and_then(|o| o.witnesses.get(&DEFAULT_TABLE_ID))
+            .and_then(|o| o.parts.witnesses.get(&DEFAULT_TABLE_ID))
             .unwrap_or(&NONE)
     }
 
     /// The witness of every key of `table` the batch read or wrote, against the table's root
     /// in the base version; `None` if the batch did not touch the table.
     pub fn witness_in(&self, table: &Table) -> Option<&Witness> {
-        self.state().and_then(|o| o.witnesses.get(&table.id))
+        self.state().and_then(|o| o.parts.witnesses.get(&table.id))
     }
 
     /// Whether this overlay has been committed.

@@ -480,16 +480,7 @@ impl Db {
 
     /// The table named `name` in the latest version.
     pub fn table(&self, name: &str) -> Result<Table> {
-        let def = self
-            .inner
-            .head()
-            .tables
-            .by_name(name)
-            .ok_or_else(|| Error::NoSuchTable(name.to_string()))?;
-        Ok(Table {
-            id: def.id,
-            name: Arc::from(def.name.as_str()),
-        })
+        Table::named(&self.inner.head().tables, name)
     }
 
     /// Every table of the latest version, the default table first.

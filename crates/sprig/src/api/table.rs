@@ -3,7 +3,7 @@
 
 use crate::error::{Error, Result};
 use crate::state::directory::Directory;
-use crate::state::tables::{TableId, Tables, DEFAULT_TABLE_ID};
+use crate::state::tables::{TableDef, TableId, Tables, DEFAULT_TABLE_ID};
 use sprig_core::tables::DEFAULT_TABLE;
 use sprig_core::trie::Node;
 use std::sync::Arc;
@@ -34,6 +34,22 @@ impl Table {
     /// The table's number (unique for the life of the database; 0 is the default table).
     pub fn id(&self) -> u32 {
         self.id
+    }
+
+    /// The handle of the table `def` describes.
+    pub(crate) fn of(def: &TableDef) -> Table {
+        Table {
+            id: def.id,
+            name: Arc::from(def.name.as_str()),
+        }
+    }
+
+    /// The table named `name` in `tables`, or [`Error::NoSuchTable`].
+    pub(crate) fn named(tables: &Tables, name: &str) -> Result<Table> {
+        tables
+            .by_name(name)
+            .map(|def| Table::of(&def))
+            .ok_or_else(|| Error::NoSuchTable(name.to_string()))
     }
 
     /// This table's directory in `tables`: [`Error::NoSuchTable`] if the version does not
@@ -99,10 +115,7 @@ pub(crate) fn table_infos(tables: &Tables) -> Vec<TableInfo> {
         .filter_map(|def| {
             let dir = tables.dir(def.id)?;
             Some(TableInfo {
-                table: Table {
-                    id: def.id,
-                    name: Arc::from(def.name.as_str()),
-                },
+                table: Table::of(&def),
                 resolver: def.resolver,
                 entries: dir.len(),
                 root: dir.root_node(),

@@ -19,7 +19,6 @@ use crate::api::view::ReadView;
 use crate::error::{Error, Result};
 use crate::log::record::UnionChange;
 use crate::resolve::ResolveFn;
-use crate::state::tables::TableDef;
 use crate::state::union::UnionState;
 use crate::write::catalog::CatalogChange;
 use crate::write::engine::Inner;
@@ -58,22 +57,24 @@ fn combine(
 }
 
 impl Inner {
-    /// The resolver a union into table `def` combines with: none for a table without one,
-    /// [`Error::ResolverMissing`] when its resolver is not registered with this handle.
-    fn union_resolver(&self, def: &TableDef) -> Result<Option<Arc<ResolveFn>>> {
-        match &def.resolver {
-            None => Ok(None),
-            Some(r) => {
-                self.options
-                    .resolvers
-                    .get(r)
-                    .map(Some)
-                    .ok_or_else(|| Error::ResolverMissing {
-                        table: def.name.clone(),
-                        resolver: r.clone(),
-                    })
-            }
-        }
+    /// The resolver a union into table `table` combines with: none for a table without one,
+    /// [`Error::ResolverMissing`] when `resolver` is not registered with this handle.
+    fn union_resolver(
+        &self,
+        table: &str,
+        resolver: Option<&str>,
+    ) -> Result<Option<Arc<ResolveFn>>> {
+        let Some(r) = resolver else {
+            return Ok(None);
+        };
+        self.options
+            .resolvers
+            .get(r)
+            .map(Some)
+            .ok_or_else(|| Error::ResolverMissing {
+                table: table.to_string(),
+                resolver: r.to_string(),
+            })
     }
 }
 
@@ -184,7 +185,10 @@ impl ReadView {
                         .tables
                         .def(table.id)
                         .ok_or_else(|| Error::NoSuchTable(table.name().to_string()))?;
-                    resolver = Some(self.inner.union_resolver(&def)?);
+                    resolver = Some(
+                        self.inner
+                            .union_resolver(&def.name, def.resolver.as_deref())?,
+                    );
                 }
                 out[*i] = Some(combine(
                     resolver.as_ref().and_then(|r| r.as_deref()),
@@ -210,16 +214,9 @@ impl Db {
         inputs: &[&Table],
         options: TableOptions,
     ) -> Result<(Table, CommitInfo)> {
-        let resolver =
-            match &options.resolver {
-                Some(r) => Some(self.inner.options.resolvers.get(r).ok_or_else(|| {
-                    Error::ResolverMissing {
-                        table: name.to_string(),
-                        resolver: r.clone(),
-                    }
-                })?),
-                None => None,
-            };
+        let resolver = self
+            .inner
+            .union_resolver(name, options.resolver.as_deref())?;
         let view = self.view();
         for t in inputs {
             view.len_in(t)?;
@@ -254,12 +251,18 @@ impl Db {
         inputs: &[&Table],
         options: TableOptions,
     ) -> Result<(Table, CommitInfo)> {
-        let (info, _) = self.inner.change_catalog(CatalogChange::StartUnion {
+        let (info, id) = self.inner.change_catalog(CatalogChange::StartUnion {
             name: name.to_string(),
             resolver: options.resolver,
             inputs: inputs.iter().map(|t| t.id).collect(),
         })?;
-        Ok((self.table(name)?, info))
+        Ok((
+            Table {
+                id,
+                name: Arc::from(name),
+            },
+            info,
+        ))
     }
 
     /// The input entries an incremental union into `table` still has to merge (0 for a table
@@ -305,7 +308,9 @@ impl Db {
                 .iter()
                 .map(|d| view.frozen_range(d.clone(), table.id, start).peekable())
                 .collect(),
-            resolver: self.inner.union_resolver(&def)?,
+            resolver: self
+                .inner
+                .union_resolver(&def.name, def.resolver.as_deref())?,
             failed: false,
             consumed: 0,
         };

@@ -75,15 +75,7 @@ impl ReadView {
 
     /// The table named `name` in this version.
     pub fn table(&self, name: &str) -> Result<Table> {
-        let def = self
-            .version
-            .tables
-            .by_name(name)
-            .ok_or_else(|| Error::NoSuchTable(name.to_string()))?;
-        Ok(Table {
-            id: def.id,
-            name: Arc::from(def.name.as_str()),
-        })
+        Table::named(&self.version.tables, name)
     }
 
     /// The number of entries in this version's default table.

@@ -234,7 +234,7 @@ pub fn decode_union_state(
         inputs.push(dir);
     }
     let mut state = UnionState::start(inputs, pinned_segments);
-    if consumed > state.total || through.is_none() != (consumed == 0) {
+    if consumed > state.total() || through.is_none() != (consumed == 0) {
         return Err(r.error("a union's progress does not fit its inputs"));
     }
     state.through = through;
@@ -757,7 +757,7 @@ fn apply_unions(
                 through, consumed, ..
             } => {
                 let old = next.union(table).ok_or(bad("progress of no union"))?;
-                if *consumed > old.total || *consumed <= old.consumed {
+                if *consumed > old.total() || *consumed <= old.consumed {
                     return Err(bad("progress that does not fit the union"));
                 }
                 if old.through.is_some_and(|t| *through <= t) {
@@ -982,7 +982,7 @@ mod tests {
         assert_eq!(decoded.encode().unwrap(), bytes);
         let t = apply_record(&base, &mut table, &decoded).unwrap();
         let u = t.union(1).unwrap();
-        assert_eq!((u.total, u.consumed, u.pinned_segments), (2, 0, 1));
+        assert_eq!((u.total(), u.consumed, u.pinned_segments), (2, 0, 1));
         assert_eq!(t.pinned_segments(), Some(1));
         // The table is out of the database root while the union runs.
         assert_eq!(t.db_root(), base.db_root());

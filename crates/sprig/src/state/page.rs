@@ -18,7 +18,8 @@ use crate::io::BLOCK_BYTES;
 use crate::state::prefix::Prefix;
 use sprig_core::proof::{path_proof_below, prove_and_update, PathProof, ProofNode};
 use sprig_core::trie::{
-    bit_at, parent, shared_prefix_bits, subtrie_root, KeyPath, Node, ValueHash, KEY_BITS,
+    apply_changes, bit_at, parent, shared_prefix_bits, subtrie_root, KeyPath, Node, ValueHash,
+    KEY_BITS,
     TERMINATOR,
 };
 use sprig_core::Hasher;
@@ -748,19 +749,7 @@ impl BucketWalk {
         leaves: &[(KeyPath, ValueHash)],
         changes: &[(KeyPath, Option<ValueHash>)],
     ) {
-        let mut merged: Vec<(KeyPath, ValueHash)> =
-            Vec::with_capacity(leaves.len() + changes.len());
-        let mut old = leaves.iter().peekable();
-        for (key, change) in changes {
-            while let Some(e) = old.next_if(|e| e.0 < *key) {
-                merged.push(*e);
-            }
-            old.next_if(|e| e.0 == *key);
-            if let Some(v) = change {
-                merged.push((*key, *v));
-            }
-        }
-        merged.extend(old.copied());
+        let merged = apply_changes(leaves, changes);
         let span = 1usize << (self.bits - level);
         for b in index * span..(index + 1) * span {
             let here: Vec<(KeyPath, ValueHash)> = merged

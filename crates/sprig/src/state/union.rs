@@ -24,8 +24,6 @@ pub struct UnionState {
     pub through: Option<KeyPath>,
     /// Input entries merged so far.
     pub consumed: u64,
-    /// Input entries in all.
-    pub total: u64,
     /// Segments with ids up to this one may hold the inputs' pages and values.
     pub pinned_segments: u32,
 }
@@ -35,7 +33,7 @@ impl std::fmt::Debug for UnionState {
         f.debug_struct("UnionState")
             .field("inputs", &self.inputs.len())
             .field("consumed", &self.consumed)
-            .field("total", &self.total)
+            .field("total", &self.total())
             .field("pinned_segments", &self.pinned_segments)
             .finish()
     }
@@ -44,24 +42,27 @@ impl std::fmt::Debug for UnionState {
 impl UnionState {
     /// A union of `inputs` that has merged nothing yet.
     pub fn start(inputs: Vec<Directory>, pinned_segments: u32) -> UnionState {
-        let total = inputs.iter().map(Directory::len).sum();
         UnionState {
             inputs,
             through: None,
             consumed: 0,
-            total,
             pinned_segments,
         }
     }
 
+    /// Input entries in all.
+    pub fn total(&self) -> u64 {
+        self.inputs.iter().map(Directory::len).sum()
+    }
+
     /// Input entries still to merge: the union's remaining debt.
     pub fn remaining(&self) -> u64 {
-        self.total.saturating_sub(self.consumed)
+        self.total().saturating_sub(self.consumed)
     }
 
     /// Whether every input entry is merged.
     pub fn is_complete(&self) -> bool {
-        self.consumed >= self.total
+        self.consumed >= self.total()
     }
 
     /// Whether `key` is merged into the table already (else only the inputs have it).
@@ -81,7 +82,6 @@ impl UnionState {
     pub fn same_as(&self, other: &UnionState) -> bool {
         self.through == other.through
             && self.consumed == other.consumed
-            && self.total == other.total
             && self.pinned_segments == other.pinned_segments
             && self.inputs.len() == other.inputs.len()
             && self

@@ -107,6 +107,17 @@ pub(crate) struct OverlayState {
     /// The committed version at the bottom of the chain when this overlay was made: its pages
     /// may be as old as that version's, so readers pin it.
     base_seq: u64,
+    /// What the overlay changes: regions, values, witnesses and counts.
+    pub parts: OverlayParts,
+    status: AtomicU8,
+    /// Where `new_values` went once committed.
+    written: Mutex<HashMap<(TableId, KeyPath), u64>>,
+    _memory: MemoryCharge,
+}
+
+/// The parts of an overlay made by a finished batch.
+#[derive(Default)]
+pub(crate) struct OverlayParts {
     /// Replaced regions relative to the parent, with in-memory pages, by table.
     pub regions: TableRegions,
     /// Values for the value log, written at commit, by table and key.
@@ -118,26 +129,10 @@ pub(crate) struct OverlayState {
     /// The witness of the batch that made this overlay, against the parent's roots, for each
     /// table the batch read or wrote (and always the default table).
     pub witnesses: BTreeMap<TableId, Witness>,
+    /// Pages the batch split and merged.
     pub splits: u64,
     pub merges: u64,
     /// Pages the commit will write.
-    pub new_pages: u64,
-    status: AtomicU8,
-    /// Where `new_values` went once committed.
-    written: Mutex<HashMap<(TableId, KeyPath), u64>>,
-    _memory: MemoryCharge,
-}
-
-/// The parts of an overlay made by a finished batch.
-#[derive(Default)]
-pub(crate) struct OverlayParts {
-    pub regions: TableRegions,
-    pub new_values: BTreeMap<(TableId, KeyPath), Vec<u8>>,
-    pub freed_values: Vec<u64>,
-    pub freed_unwritten: Vec<(TableId, KeyPath)>,
-    pub witnesses: BTreeMap<TableId, Witness>,
-    pub splits: u64,
-    pub merges: u64,
     pub new_pages: u64,
 }
 
@@ -146,14 +141,7 @@ impl OverlayState {
         OverlayState {
             base_seq: parent.committed_base_seq(),
             parent: RwLock::new(parent),
-            regions: parts.regions,
-            new_values: parts.new_values,
-            freed_values: parts.freed_values,
-            freed_unwritten: parts.freed_unwritten,
-            witnesses: parts.witnesses,
-            splits: parts.splits,
-            merges: parts.merges,
-            new_pages: parts.new_pages,
+            parts,
             status: AtomicU8::new(LIVE),
             written: Mutex::new(HashMap::new()),
             _memory: memory,
@@ -255,7 +243,7 @@ impl Version {
     /// The bytes of a value that an overlay in this version's chain holds for `key` in
     /// `table` and has not written yet.
     pub(crate) fn unwritten_value(&self, table: TableId, key: &KeyPath) -> Option<Vec<u8>> {
-        self.walk_chain(|_, o| o.new_values.get(&(table, *key)).cloned())
+        self.walk_chain(|_, o| o.parts.new_values.get(&(table, *key)).cloned())
     }
 
     /// The sequence number of the committed version at the bottom of this version's chain

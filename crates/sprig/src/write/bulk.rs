@@ -218,11 +218,35 @@ impl<'a> Buckets<'a> {
     }
 }
 
-/// How the key space is cut into independently built regions.
-enum Plan {
+/// A binary split of the key space whose leaves are numbered parts built elsewhere: how the
+/// key space is cut into independently built regions, and how a built region's pages sit.
+enum Tree {
     Empty,
-    Region(usize),
-    Split(Box<Plan>, Box<Plan>),
+    Part(usize),
+    Split(Box<Tree>, Box<Tree>),
+}
+
+/// The directory subtree of `tree`, taking each part from `parts` (every part exactly once: a
+/// part missing or used twice is a bug, never an empty subtree; `what` names the parts).
+fn assemble(
+    arena: &Arc<Arena>,
+    hasher: Hasher,
+    tree: &Tree,
+    parts: &mut [Option<Subtree>],
+    what: &str,
+) -> Result<Subtree> {
+    Ok(match tree {
+        Tree::Empty => Subtree::empty(arena),
+        Tree::Part(i) => parts
+            .get_mut(*i)
+            .and_then(Option::take)
+            .ok_or_else(|| Error::internal(format!("bulk load: {what} {i} is missing")))?,
+        Tree::Split(l, r) => Subtree::branch(
+            hasher,
+            assemble(arena, hasher, l, parts, what)?,
+            assemble(arena, hasher, r, parts, what)?,
+        ),
+    })
 }
 
 /// One region to build: its position and the buckets it covers.
@@ -231,10 +255,10 @@ struct Job {
     buckets: std::ops::Range<usize>,
 }
 
-fn plan(counts: &[u64], depth: usize, lo: usize, hi: usize, jobs: &mut Vec<Job>) -> Plan {
+fn plan(counts: &[u64], depth: usize, lo: usize, hi: usize, jobs: &mut Vec<Job>) -> Tree {
     let total: u64 = counts.get(lo..hi).map_or(0, |c| c.iter().sum());
     if total == 0 {
-        return Plan::Empty;
+        return Tree::Empty;
     }
     if hi - lo == 1 || total <= SMALL_REGION_ENTRIES {
         let mut bits = [0u8; 32];
@@ -243,26 +267,20 @@ fn plan(counts: &[u64], depth: usize, lo: usize, hi: usize, jobs: &mut Vec<Job>)
             prefix: Prefix::of_key(&bits, depth),
             buckets: lo..hi,
         });
-        return Plan::Region(jobs.len() - 1);
+        return Tree::Part(jobs.len() - 1);
     }
     let mid = (lo + hi) / 2;
-    Plan::Split(
+    Tree::Split(
         Box::new(plan(counts, depth + 1, lo, mid, jobs)),
         Box::new(plan(counts, depth + 1, mid, hi, jobs)),
     )
 }
 
-/// The shape of a built region: where its pages go.
-enum Shape {
-    Empty,
-    Page(usize),
-    Split(Box<Shape>, Box<Shape>),
-}
-
 /// A region built in memory: its pages (each with its trie node, value-log pointers not yet
-/// resolved) in key order, its shape, and the values that go to the value log.
+/// resolved) in key order, its shape (where its pages go), and the values that go to the value
+/// log.
 struct Built {
-    shape: Shape,
+    shape: Tree,
     pages: Vec<(Page, Node)>,
     big_values: Vec<(KeyPath, Vec<u8>)>,
     entries: u64,
@@ -273,17 +291,17 @@ fn shape_of(
     layout: Layout<'_>,
     seq: u64,
     pages: &mut Vec<(Page, Node)>,
-) -> Result<Shape> {
+) -> Result<Tree> {
     match layout {
-        Layout::Page(_, entries) if entries.is_empty() => Ok(Shape::Empty),
+        Layout::Page(_, entries) if entries.is_empty() => Ok(Tree::Empty),
         Layout::Page(prefix, entries) => {
             let page = Page::build(hasher, prefix, seq, &entries)
                 .map_err(|e| Error::internal(format!("building a page: {e}")))?;
             let node = page.node(hasher);
             pages.push((page, node));
-            Ok(Shape::Page(pages.len() - 1))
+            Ok(Tree::Part(pages.len() - 1))
         }
-        Layout::Split(l, r) => Ok(Shape::Split(
+        Layout::Split(l, r) => Ok(Tree::Split(
             Box::new(shape_of(hasher, *l, seq, pages)?),
             Box::new(shape_of(hasher, *r, seq, pages)?),
         )),
@@ -419,29 +437,8 @@ impl Output<'_> {
                 },
             )));
         }
-        assemble_shape(arena, hasher, &built.shape, &mut written)
+        assemble(arena, hasher, &built.shape, &mut written, "page of a region")
     }
-}
-
-/// The directory subtree of a built region's shape, taking each page from `pages` (every page
-/// exactly once: a page missing or used twice is a bug, never an empty subtree).
-fn assemble_shape(
-    arena: &Arc<Arena>,
-    hasher: Hasher,
-    shape: &Shape,
-    pages: &mut [Option<Subtree>],
-) -> Result<Subtree> {
-    Ok(match shape {
-        Shape::Empty => Subtree::empty(arena),
-        Shape::Page(i) => pages.get_mut(*i).and_then(Option::take).ok_or_else(|| {
-            Error::internal(format!("bulk load: page {i} of a region is missing"))
-        })?,
-        Shape::Split(l, r) => Subtree::branch(
-            hasher,
-            assemble_shape(arena, hasher, l, pages)?,
-            assemble_shape(arena, hasher, r, pages)?,
-        ),
-    })
 }
 
 /// Read the input into the buckets; returns how many items it held.
@@ -604,25 +601,7 @@ impl Inner {
             )));
         }
 
-        fn assemble(
-            arena: &Arc<Arena>,
-            hasher: Hasher,
-            plan: &Plan,
-            subtrees: &[Option<Subtree>],
-        ) -> Result<Subtree> {
-            Ok(match plan {
-                Plan::Empty => Subtree::empty(arena),
-                Plan::Region(i) => subtrees.get(*i).cloned().flatten().ok_or_else(|| {
-                    Error::internal(format!("bulk load: region {i} was not built"))
-                })?,
-                Plan::Split(l, r) => Subtree::branch(
-                    hasher,
-                    assemble(arena, hasher, l, subtrees)?,
-                    assemble(arena, hasher, r, subtrees)?,
-                ),
-            })
-        }
-        let root = assemble(&arena, inner.hasher, &plan, &subtrees)?;
+        let root = assemble(&arena, inner.hasher, &plan, &mut subtrees, "region")?;
         drop(subtrees);
         let tables = Tables::only_default(Directory::from_root(inner.hasher, root));
 

@@ -108,24 +108,24 @@ impl Inner {
                 head: head.seq,
             });
         }
-        let mut freed: BTreeSet<u64> = pending.freed_values.iter().copied().collect();
-        for (table, key) in &pending.freed_unwritten {
+        let mut freed: BTreeSet<u64> = pending.parts.freed_values.iter().copied().collect();
+        for (table, key) in &pending.parts.freed_unwritten {
             let l = parent
                 .written_value(*table, key)
                 .ok_or_else(|| Error::internal("an ancestor overlay's value has no location"))?;
             freed.insert(l);
         }
         let relocation = if self.options.auto_clean || mode == CleanMode::Explicit {
-            let incoming = pending.new_pages
+            let incoming = pending.parts.new_pages
                 + pending
-                    .new_values
+                    .parts.new_values
                     .values()
                     .map(|v| value_blocks(v).map(u64::from))
                     .sum::<Result<u64>>()?;
             self.plan_relocation(
                 &w.table,
                 &head.tables,
-                &pending.regions,
+                &pending.parts.regions,
                 &freed,
                 incoming,
                 mode,
@@ -177,7 +177,7 @@ impl Inner {
             ..ValueLocs::default()
         };
         let mut values_written = Vec::new();
-        for ((table, key), value) in &pending.new_values {
+        for ((table, key), value) in &pending.parts.new_values {
             let l = self.queue_value(&mut w.table, &mut stager, key, value)?;
             locs.new.insert((*table, *key), l);
             values_written.push((l, value_blocks(value)?, *table, *key));
@@ -193,7 +193,7 @@ impl Inner {
         // Then every page of the changed and relocated regions, table by table, in key order.
         let mut tables: Vec<TableChange> = Vec::new();
         let ids: BTreeSet<TableId> = pending
-            .regions
+            .parts.regions
             .keys()
             .chain(relocation.regions.keys())
             .copied()
@@ -205,7 +205,7 @@ impl Inner {
                 .ok_or_else(|| Error::internal("a commit changes a table its version lacks"))?;
             let mut regions = Vec::new();
             for (prefix, subtree) in pending
-                .regions
+                .parts.regions
                 .get(&id)
                 .into_iter()
                 .chain(relocation.regions.get(&id))
@@ -290,7 +290,7 @@ impl Inner {
         self.counters.commit();
         self.counters
             .written(data_bytes + log_bytes, written_pages.len() as u64);
-        self.counters.reshaped(pending.splits, pending.merges);
+        self.counters.reshaped(pending.parts.splits, pending.parts.merges);
         self.counters.cleaned(pages_relocated, values_relocated, 0);
 
         self.refresh_emptied(w);

@@ -445,3 +445,15 @@ pub fn compare_many(
     }
     Ok(None)
 }
+
+/// Fail the test if any crash point failed, printing the first 20 failures.
+pub fn assert_no_failures(failures: &[String]) {
+    for f in failures.iter().take(20) {
+        println!("  {f}");
+    }
+    assert!(
+        failures.is_empty(),
+        "{} crash points failed",
+        failures.len()
+    );
+}
