@@ -102,11 +102,8 @@ fn readers_see_the_old_or_the_new_version_never_a_mix() {
                             .verify_value(db.hasher(), &model.root(), &k, model.get(&k))
                             .unwrap();
                         let (a, b) = (sample[1].min(sample[2]), sample[1].max(sample[2]));
-                        let scanned: Vec<(KeyPath, Vec<u8>)> = view
-                            .range(a, Some(b))
-                            .take(50)
-                            .map(|e| e.unwrap())
-                            .collect();
+                        let scanned: Vec<(KeyPath, Vec<u8>)> =
+                            view.range(a..b).take(50).map(|e| e.unwrap()).collect();
                         let expected: Vec<(KeyPath, Vec<u8>)> = model
                             .iter()
                             .filter(|(k, _)| **k >= a && **k < b)

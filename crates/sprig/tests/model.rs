@@ -85,7 +85,7 @@ fn check_all(db: &Db, model: &ReferenceModel, keys: &[KeyPath]) {
     assert_eq!(scanned, expected, "full scan");
     if let (Some(a), Some(b)) = (keys.first(), keys.get(keys.len() / 2)) {
         let (start, end) = if a < b { (*a, *b) } else { (*b, *a) };
-        let ranged: Vec<KeyPath> = view.range(start, Some(end)).map(|r| r.unwrap().0).collect();
+        let ranged: Vec<KeyPath> = view.range(start..end).map(|r| r.unwrap().0).collect();
         let want: Vec<KeyPath> = model
             .iter()
             .map(|(k, _)| *k)

@@ -1,27 +1,53 @@
-//! Iteration over the entries of a read view in key-path order, reading pages in batches
-//! with many reads in flight. Full scans (export, state sync) and ranges build on it.
+//! Cursors: iteration over the entries of a read view in key-path order, forward or reverse,
+//! over any key range, reading the pages of a batch together (many reads in flight) and each
+//! page once. A cursor owns a pin on its version, so it does not borrow the view it came from;
+//! it can seek, hand out batches, and say where to resume. Full scans (export, state sync,
+//! unions) and ranges build on it.
 
 use crate::api::table::Table;
 use crate::api::view::ReadView;
 use crate::error::Result;
 use crate::state::directory::Directory;
 use crate::state::page::Page;
+use crate::state::prefix::{key_after, key_before};
 use crate::state::tables::TableId;
 use crate::stats::ReadKind;
 use sprig_core::trie::KeyPath;
 use std::collections::VecDeque;
+use std::ops::{Bound, RangeBounds};
+use std::sync::Arc;
 
-/// Pages read per batch while scanning.
+/// Pages read together per batch while scanning: the read-ahead of a cursor.
 const PAGES_PER_BATCH: usize = 64;
 
-/// The entries of a view from a start key (inclusive) to an end key (exclusive), in key-path
-/// order. Yields an error (and then stops) if a page cannot be read or fails its checks.
-pub struct Entries<'v> {
-    view: &'v ReadView,
+/// A cursor over the entries of one table of a pinned version with keys in a range, in
+/// key-path order (or reverse order, see [`Cursor::reverse`]). An iterator of
+/// `Result<(key, value)>`; after an error (a page that cannot be read or fails its checks) it
+/// yields nothing more.
+///
+/// ```
+/// # let db = sprig::Db::open_in_memory(sprig::Options::default()).unwrap();
+/// let view = db.view();
+/// let key = [7u8; 32];
+/// let mut cursor = view.range(key..).reverse();
+/// let batch = cursor.next_n(100).unwrap();
+/// assert!(batch.is_empty());
+/// assert_eq!(cursor.resume_from(), None);
+/// ```
+pub struct Cursor {
+    view: ReadView,
     source: Source,
+    /// The range, both ends inclusive; `None` for an empty range.
+    bounds: Option<(KeyPath, KeyPath)>,
+    reverse: bool,
+    /// The next key to read pages from (forward: at or after; reverse: at or before), `None`
+    /// once the range is read.
     next: Option<KeyPath>,
-    end: Option<KeyPath>,
-    buffer: VecDeque<(std::sync::Arc<Page>, usize)>,
+    /// Entries read but not yet yielded.
+    buffer: VecDeque<(Arc<Page>, usize)>,
+    /// The key a new cursor would continue from, `None` once every entry was yielded.
+    resume: Option<KeyPath>,
+    failed: bool,
 }
 
 /// What a scan reads.
@@ -29,111 +55,223 @@ enum Source {
     /// A table of the view.
     Table(Table),
     /// A directory not in the view's tables (a union's frozen input), whose values belong to
-    /// table `1`.
+    /// the table with this id.
     Frozen(Directory, TableId),
+}
+
+/// The inclusive ends of `range`, or `None` if it holds no key.
+fn inclusive(range: &impl RangeBounds<KeyPath>) -> Option<(KeyPath, KeyPath)> {
+    let lo = match range.start_bound() {
+        Bound::Included(k) => *k,
+        Bound::Excluded(k) => key_after(k)?,
+        Bound::Unbounded => [0u8; 32],
+    };
+    let hi = match range.end_bound() {
+        Bound::Included(k) => *k,
+        Bound::Excluded(k) => key_before(k)?,
+        Bound::Unbounded => [0xffu8; 32],
+    };
+    (lo <= hi).then_some((lo, hi))
 }
 
 impl ReadView {
     /// Every entry of the default table, in key-path order.
-    pub fn iter(&self) -> Entries<'_> {
-        self.range([0u8; 32], None)
+    pub fn iter(&self) -> Cursor {
+        self.range(..)
     }
 
     /// Every entry of `table`, in key-path order.
-    pub fn iter_in(&self, table: &Table) -> Entries<'_> {
-        self.range_in(table, [0u8; 32], None)
+    pub fn iter_in(&self, table: &Table) -> Cursor {
+        self.range_in(table, ..)
     }
 
-    /// The entries of the default table with `start <= key < end` (no end: to the last key),
-    /// in key-path order.
-    pub fn range(&self, start: KeyPath, end: Option<KeyPath>) -> Entries<'_> {
-        self.range_in(&Table::default_table(), start, end)
+    /// The entries of the default table with keys in `range`, in key-path order.
+    pub fn range(&self, range: impl RangeBounds<KeyPath>) -> Cursor {
+        self.range_in(&Table::default_table(), range)
     }
 
-    /// The entries of `table` with `start <= key < end` (no end: to the last key), in
-    /// key-path order. A table this view does not hold yields [`crate::Error::NoSuchTable`].
-    pub fn range_in(&self, table: &Table, start: KeyPath, end: Option<KeyPath>) -> Entries<'_> {
-        Entries {
-            view: self,
-            source: Source::Table(table.clone()),
-            next: Some(start),
-            end,
-            buffer: VecDeque::new(),
-        }
+    /// The entries of `table` with keys in `range`, in key-path order. A table this view does
+    /// not hold yields [`crate::Error::NoSuchTable`].
+    pub fn range_in(&self, table: &Table, range: impl RangeBounds<KeyPath>) -> Cursor {
+        Cursor::new(
+            self.clone(),
+            Source::Table(table.clone()),
+            inclusive(&range),
+        )
     }
 
     /// The entries of `dir` (a directory outside this view's tables whose values belong to
     /// table `table`) from `start` on, in key-path order.
-    pub(crate) fn frozen_range(
-        &self,
-        dir: Directory,
-        table: TableId,
-        start: KeyPath,
-    ) -> Entries<'_> {
-        Entries {
-            view: self,
-            source: Source::Frozen(dir, table),
-            next: Some(start),
-            end: None,
-            buffer: VecDeque::new(),
-        }
+    pub(crate) fn frozen_range(&self, dir: Directory, table: TableId, start: KeyPath) -> Cursor {
+        Cursor::new(
+            self.clone(),
+            Source::Frozen(dir, table),
+            inclusive(&(start..)),
+        )
     }
 }
 
-impl Entries<'_> {
+impl Cursor {
+    fn new(view: ReadView, source: Source, bounds: Option<(KeyPath, KeyPath)>) -> Cursor {
+        let mut c = Cursor {
+            view,
+            source,
+            bounds,
+            reverse: false,
+            next: None,
+            buffer: VecDeque::new(),
+            resume: None,
+            failed: false,
+        };
+        c.restart();
+        c
+    }
+
+    /// Go to the start of the range in the cursor's direction.
+    fn restart(&mut self) {
+        self.buffer.clear();
+        self.next = self
+            .bounds
+            .map(|(lo, hi)| if self.reverse { hi } else { lo });
+        self.resume = self.next;
+    }
+
+    /// The same range in descending key order, from its last key.
+    pub fn reverse(mut self) -> Cursor {
+        self.reverse = !self.reverse;
+        self.restart();
+        self
+    }
+
+    /// Whether the cursor runs in descending key order.
+    pub fn is_reverse(&self) -> bool {
+        self.reverse
+    }
+
+    /// Position the cursor at `key`: the next entry is the first with a key at or after it
+    /// (reverse: at or before it), within the range.
+    pub fn seek(&mut self, key: &KeyPath) {
+        self.restart();
+        if let (Some(next), Some((lo, hi))) = (self.next.as_mut(), self.bounds) {
+            *next = if self.reverse {
+                (*key).min(hi)
+            } else {
+                (*key).max(lo)
+            };
+            if self.reverse && *next < lo || !self.reverse && *next > hi {
+                self.next = None;
+            }
+        }
+        self.resume = self.next;
+    }
+
+    /// Up to `n` entries (fewer only at the end of the range).
+    pub fn next_n(&mut self, n: usize) -> Result<Vec<(KeyPath, Vec<u8>)>> {
+        let mut out = Vec::with_capacity(n.min(4096));
+        while out.len() < n {
+            match self.next() {
+                Some(item) => out.push(item?),
+                None => break,
+            }
+        }
+        Ok(out)
+    }
+
+    /// The key to continue from: a cursor on the same version over the range from this key
+    /// on (reverse: up to and including it) yields exactly what this one has not yielded yet.
+    /// `None` once every entry of the range was yielded.
+    pub fn resume_from(&self) -> Option<KeyPath> {
+        self.resume
+    }
+
+    /// The view the cursor reads.
+    pub fn view(&self) -> &ReadView {
+        &self.view
+    }
+
     /// Load the next batch of pages into the buffer.
     fn fill(&mut self) -> Result<()> {
         while self.buffer.is_empty() {
-            let Some(start) = self.next else {
+            let (Some(from), Some((lo, hi))) = (self.next, self.bounds) else {
                 return Ok(());
             };
-            if self.end.is_some_and(|end| start >= end) {
-                self.next = None;
-                return Ok(());
-            }
             let dir = match &self.source {
                 Source::Table(t) => t.dir(&self.view.version.tables)?,
                 Source::Frozen(d, _) => d,
             };
-            let pages = dir.pages_from(&start, PAGES_PER_BATCH);
+            let pages = if self.reverse {
+                dir.pages_back_from(&from, PAGES_PER_BATCH)
+            } else {
+                dir.pages_from(&from, PAGES_PER_BATCH)
+            };
             let Some((last, _)) = pages.last() else {
                 self.next = None;
                 return Ok(());
             };
-            self.next = last.next_key();
+            self.next = if self.reverse {
+                last.prev_key().filter(|k| *k >= lo)
+            } else {
+                last.next_key().filter(|k| *k <= hi)
+            };
+            let (lo, hi) = if self.reverse { (lo, from) } else { (from, hi) };
             let loaded = self.view.inner.load_pages(&pages, ReadKind::Lookup)?;
             for page in loaded {
-                for (i, e) in page.iter().enumerate() {
-                    if *e.key >= start && self.end.is_none_or(|end| *e.key < end) {
-                        self.buffer.push_back((page.clone(), i));
-                    }
+                let mut wanted: Vec<usize> = page
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, e)| *e.key >= lo && *e.key <= hi)
+                    .map(|(i, _)| i)
+                    .collect();
+                if self.reverse {
+                    wanted.reverse();
                 }
+                self.buffer
+                    .extend(wanted.into_iter().map(|i| (page.clone(), i)));
             }
         }
         Ok(())
     }
 }
 
-impl Iterator for Entries<'_> {
+impl Iterator for Cursor {
     type Item = Result<(KeyPath, Vec<u8>)>;
 
     fn next(&mut self) -> Option<Self::Item> {
+        if self.failed {
+            return None;
+        }
         if let Err(e) = self.fill() {
-            self.next = None;
+            self.failed = true;
             self.buffer.clear();
             return Some(Err(e));
         }
-        let (page, i) = self.buffer.pop_front()?;
+        let Some((page, i)) = self.buffer.pop_front() else {
+            self.resume = None;
+            return None;
+        };
         let entry = page.entry(i)?;
         let table = match &self.source {
             Source::Table(t) => t.id,
             Source::Frozen(_, id) => *id,
         };
-        Some(
-            self.view
-                .inner
-                .value_bytes(&self.view.version, table, entry.key, entry.value)
-                .map(|bytes| (*entry.key, bytes)),
-        )
+        let item = self
+            .view
+            .inner
+            .value_bytes(&self.view.version, table, entry.key, entry.value)
+            .map(|bytes| (*entry.key, bytes));
+        match &item {
+            Ok((key, _)) => {
+                self.resume = if self.reverse {
+                    key_before(key).filter(|k| self.bounds.is_some_and(|(lo, _)| *k >= lo))
+                } else {
+                    key_after(key).filter(|k| self.bounds.is_some_and(|(_, hi)| *k <= hi))
+                };
+            }
+            Err(_) => {
+                self.failed = true;
+                self.buffer.clear();
+            }
+        }
+        Some(item)
     }
 }

@@ -31,6 +31,13 @@ fn sorted_distinct(keys: &[KeyPath]) -> Vec<KeyPath> {
     k
 }
 
+impl Clone for ReadView {
+    /// Another view of the same version, with its own pin.
+    fn clone(&self) -> ReadView {
+        ReadView::of(&self.inner, self.version.clone())
+    }
+}
+
 impl ReadView {
     /// A view of `version`, pinning the committed version it rests on; for a version that
     /// something already pins (see [`Pin`]).

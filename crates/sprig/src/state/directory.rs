@@ -470,6 +470,34 @@ impl Directory {
         out
     }
 
+    /// Up to `limit` leaf regions in descending key order, from the one holding `last` down
+    /// (the mirror of [`Directory::pages_from`]).
+    pub fn pages_back_from(&self, last: &KeyPath, limit: usize) -> Vec<(Prefix, PageRef)> {
+        // Depth-first, in descending key order: the stack holds subtrees still to visit, left
+        // first.
+        let mut out = Vec::new();
+        let mut stack: Vec<(NodeId, Prefix, bool)> = vec![(self.root, Prefix::root(), true)];
+        while let Some((id, pos, bounded)) = stack.pop() {
+            if out.len() >= limit {
+                break;
+            }
+            match self.arena.slot(id) {
+                Slot::Empty => {}
+                Slot::Page(r) => out.push((pos, r)),
+                Slot::Branch(_, l, r) => {
+                    let d = pos.depth();
+                    if bounded && !bit_at(last, d) {
+                        stack.push((l, pos.child(false), true));
+                    } else {
+                        stack.push((l, pos.child(false), false));
+                        stack.push((r, pos.child(true), bounded));
+                    }
+                }
+            }
+        }
+        out
+    }
+
     /// The path proof of `key`: siblings from the directory down to the key's region, then from
     /// the page (supplied by `page`) down to the terminal.
     pub fn path_proof<'p>(

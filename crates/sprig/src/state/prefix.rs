@@ -3,6 +3,32 @@
 
 use sprig_core::trie::{bit_at, same_prefix, set_bit, KeyPath, KEY_BITS};
 
+/// The key path right after `key` in key order, or `None` for the last one.
+pub fn key_after(key: &KeyPath) -> Option<KeyPath> {
+    let mut k = *key;
+    for byte in k.iter_mut().rev() {
+        let (b, carry) = byte.overflowing_add(1);
+        *byte = b;
+        if !carry {
+            return Some(k);
+        }
+    }
+    None
+}
+
+/// The key path right before `key` in key order, or `None` for the first one.
+pub fn key_before(key: &KeyPath) -> Option<KeyPath> {
+    let mut k = *key;
+    for byte in k.iter_mut().rev() {
+        let (b, borrow) = byte.overflowing_sub(1);
+        *byte = b;
+        if !borrow {
+            return Some(k);
+        }
+    }
+    None
+}
+
 /// The first `len` bits of a key path; the bits past `len` are always zero.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Prefix {
@@ -105,6 +131,12 @@ impl Prefix {
         None
     }
 
+    /// The greatest key path before every key of this position, or `None` if no key precedes
+    /// it (the position starts the key space).
+    pub fn prev_key(&self) -> Option<KeyPath> {
+        key_before(&self.bits)
+    }
+
     /// Whether `key` lies in this position's subtree.
     pub fn contains(&self, key: &KeyPath) -> bool {
         same_prefix(&self.bits, key, self.depth())
@@ -145,6 +177,25 @@ impl std::fmt::Debug for Prefix {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn key_after_and_before_step_by_one_and_stop_at_the_ends() {
+        let mut k = [0u8; 32];
+        k[31] = 0xff;
+        let mut next = [0u8; 32];
+        next[30] = 1;
+        assert_eq!(key_after(&k), Some(next));
+        assert_eq!(key_before(&next), Some(k));
+        assert_eq!(key_after(&[0xff; 32]), None);
+        assert_eq!(key_before(&[0u8; 32]), None);
+        let p = Prefix::of_key(&[0x80; 32], 1);
+        assert_eq!(p.prev_key(), Some({
+            let mut m = [0xff; 32];
+            m[0] = 0x7f;
+            m
+        }));
+        assert_eq!(Prefix::root().prev_key(), None);
+    }
 
     #[test]
     fn children_and_containment() {
