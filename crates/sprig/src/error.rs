@@ -174,6 +174,12 @@ pub enum Error {
         /// The input entries still to merge.
         remaining: u64,
     },
+    /// No named snapshot of that name exists.
+    #[error("no snapshot named {0:?}")]
+    NoSuchSnapshot(String),
+    /// A named snapshot of that name exists already.
+    #[error("a snapshot named {0:?} exists already: delete it first or pick another name")]
+    SnapshotExists(String),
     /// A table of that name exists already.
     #[error("a table named {0:?} exists already")]
     TableExists(String),

@@ -78,6 +78,12 @@ mod armed {
         "checkpoint.deleting_old",
         // The cleaner: emptied segments being deleted.
         "cleaner.deleting_segment",
+        // A named snapshot: its temporary file written, not yet synced or renamed.
+        "snapshot.tmp_written",
+        // A named snapshot: renamed into place, the directory not yet synced.
+        "snapshot.renamed",
+        // A named snapshot about to be deleted.
+        "snapshot.deleting",
     ];
 
     /// Every pause point.

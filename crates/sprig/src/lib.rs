@@ -60,6 +60,7 @@ pub use api::db::Db;
 pub use api::handle::Handle;
 pub use api::pipeline::Pipeline;
 pub use api::scan::Cursor;
+pub use api::snapshot::SnapshotInfo;
 pub use api::table::{Table, TableInfo, TableOptions};
 pub use api::union::UnionWork;
 pub use api::view::ReadView;

@@ -4,6 +4,7 @@
 //! collected with the file and offset where it was found.
 
 use crate::api::db::Db;
+use crate::api::view::ReadView;
 use crate::error::{Error, Result};
 use crate::log::record::hex;
 use crate::log::segments::{
@@ -40,11 +41,20 @@ impl CheckReport {
 }
 
 impl Db {
-    /// Read and verify every page and value of every table of the latest version. `progress` is called with
-    /// (pages done, pages total) after each batch. I/O errors and corruption are collected in
-    /// the report, not returned; the call itself fails only if it cannot proceed at all.
+    /// Read and verify every page and value of every table of the latest version (see
+    /// [`ReadView::check`]).
     pub fn check(&self, progress: &mut dyn FnMut(u64, u64)) -> Result<CheckReport> {
-        let view = self.view();
+        self.view().check(progress)
+    }
+}
+
+impl ReadView {
+    /// Read and verify every page and value of every table of this view's version (a named
+    /// snapshot's too). `progress` is called with (pages done, pages total) after each batch.
+    /// I/O errors and corruption are collected in the report, not returned; the call itself
+    /// fails only if it cannot proceed at all.
+    pub fn check(&self, progress: &mut dyn FnMut(u64, u64)) -> Result<CheckReport> {
+        let view = self;
         let mut total = 0u64;
         for (_, dir) in view.version.tables.dirs() {
             dir.for_each_page(|_, _| total += 1);

@@ -265,12 +265,19 @@ impl Db {
         }
         let next_id = history.len() as u64;
         let versions = Versions::new(history, options.retained_versions, next_id)?;
-        let writer = Writer::new(
+        let (named, damaged) = crate::log::snapshots::load_all(
+            storage.as_ref(),
+            manifest.hasher,
+            manifest.segment_blocks,
+        )?;
+        let mut writer = Writer::new(
             recovered.table,
             recovered.wal,
             recovered.checkpoint_seq,
             snapshots,
         );
+        writer.snapshots = named;
+        writer.damaged_snapshots = damaged;
         let inner = Inner {
             path,
             hasher: manifest.hasher,

@@ -6,7 +6,7 @@
 use crate::codec::{checksum, Put, Reader};
 use crate::state::directory::{Arena, Directory};
 use crate::error::{Error, Result};
-use crate::io::{OpenOptions, Storage};
+use crate::io::Storage;
 use crate::log::record::{
     check_subtree_locs, decode_subtree, decode_union_state, encode_union_state, decode_table_def, encode_subtree, encode_table_def,
     for_each_disk_page, hex, MIN_NODE_BYTES,
@@ -81,28 +81,7 @@ impl Checkpoint {
             out.put_u32(*table);
             out.extend_from_slice(key);
         }
-        out.put_u32(self.tables.next_id());
-        out.put_count(self.tables.count());
-        for (id, dir) in self.tables.dirs() {
-            let def = self
-                .tables
-                .def(id)
-                .ok_or_else(|| Error::internal("a table without a description"))?;
-            encode_table_def(&def, &mut out);
-            out.extend_from_slice(&dir.root_node());
-            out.put_u64(dir.len());
-            encode_subtree(&dir.tree(), &mut out).map_err(|e| {
-                Error::internal(format!("cannot checkpoint an unwritten version: {e}"))
-            })?;
-        }
-        let unions: Vec<_> = self.tables.unions().collect();
-        out.put_count(unions.len());
-        for (id, state) in unions {
-            out.put_u32(id);
-            encode_union_state(state, &mut out).map_err(|e| {
-                Error::internal(format!("cannot checkpoint an unwritten version: {e}"))
-            })?;
-        }
+        encode_tables(&self.tables, &mut out)?;
         let sum = checksum(&out);
         out.put_u64(sum);
         Ok(out)
@@ -186,65 +165,8 @@ impl Checkpoint {
             check_value_extent(l, blocks, segment_blocks).map_err(|what| bad(at, what))?;
             values.push((l, blocks, r.u32().map_err(de)?, r.array().map_err(de)?));
         }
-        let next_id = r.u32().map_err(de)?;
-        let n = r.count(4 + 2 + 1 + 32 + 8 + MIN_NODE_BYTES).map_err(de)?;
-        let mut default = None;
-        let mut others = Vec::new();
-        for i in 0..n {
-            let at = r.position();
-            let def = decode_table_def(&mut r).map_err(de)?;
-            let root: Node = r.array().map_err(de)?;
-            let entries = r.u64().map_err(de)?;
-            let tree = decode_subtree(&mut r, arena, hasher, 0).map_err(de)?;
-            check_subtree_locs(&tree, segment_blocks).map_err(|what| bad(at, &what))?;
-            let dir = Directory::from_root(hasher, tree);
-            if dir.root_node() != root {
-                return Err(bad(
-                    at,
-                    &format!(
-                        "checkpoint directory of table {:?} hashes to {} but states root {}",
-                        def.name,
-                        hex(&dir.root_node()),
-                        hex(&root)
-                    ),
-                ));
-            }
-            if dir.len() != entries {
-                return Err(bad(
-                    at,
-                    "checkpoint entry count disagrees with its directory",
-                ));
-            }
-            if i == 0 {
-                if def != Tables::default_def() {
-                    return Err(bad(at, "checkpoint does not start with the default table"));
-                }
-                default = Some(dir);
-            } else {
-                others.push(Table {
-                    def: Arc::new(def),
-                    dir,
-                });
-            }
-        }
-        let mut unions = Vec::new();
-        if version == VERSION {
-            let n = r.count(4 + 4 + 1 + 8 + 4).map_err(de)?;
-            for _ in 0..n {
-                let at = r.position();
-                let id = r.u32().map_err(de)?;
-                let state = decode_union_state(&mut r, arena, hasher).map_err(de)?;
-                for dir in &state.inputs {
-                    check_subtree_locs(&dir.tree(), segment_blocks)
-                        .map_err(|what| bad(at, &what))?;
-                }
-                unions.push((id, state));
-            }
-        }
+        let tables = decode_tables(&mut r, arena, hasher, segment_blocks, version == VERSION, &bad)?;
         r.finish().map_err(de)?;
-        let default = default.ok_or_else(|| bad(0, "checkpoint holds no default table"))?;
-        let tables = Tables::from_parts(default, others, next_id, unions)
-            .map_err(|e| bad(0, &e.to_string()))?;
         if values
             .iter()
             .any(|(_, _, t, _)| tables.dir(*t).is_none())
@@ -277,31 +199,13 @@ impl Checkpoint {
     /// Write the checkpoint atomically (temporary file, sync, rename, directory sync).
     pub fn store(&self, storage: &dyn Storage) -> Result<()> {
         let name = checkpoint_file_name(self.seq);
-        let tmp = format!("{name}.tmp");
         let bytes = self.encode()?;
-        let file = storage
-            .open(
-                &tmp,
-                OpenOptions {
-                    create: true,
-                    direct: false,
-                },
-            )
-            .map_err(|e| Error::io("creating", &tmp, e))?;
-        file.set_len(0)
-            .and_then(|_| file.write_at(&bytes, 0))
-            .map_err(|e| Error::io("writing", &tmp, e))?;
-        // Failpoint (feature `failpoints`): the temporary file written, not synced.
-        failpoint!("checkpoint.tmp_written");
-        file.sync().map_err(|e| Error::io("writing", &tmp, e))?;
-        storage
-            .rename(&tmp, &name)
-            .map_err(|e| Error::io("installing", &name, e))?;
-        // Failpoint (feature `failpoints`): renamed into place, the directory not synced.
-        failpoint!("checkpoint.renamed");
-        storage
-            .sync_dir()
-            .map_err(|e| Error::io("installing", &name, e))
+        crate::log::install_file(
+            storage,
+            &name,
+            &bytes,
+            ("checkpoint.tmp_written", "checkpoint.renamed"),
+        )
     }
 
     /// Load the checkpoint with sequence number `seq`.
@@ -312,20 +216,7 @@ impl Checkpoint {
         hasher: Hasher,
     ) -> Result<Checkpoint> {
         let name = checkpoint_file_name(seq);
-        let file = storage
-            .open(
-                &name,
-                OpenOptions {
-                    create: false,
-                    direct: false,
-                },
-            )
-            .map_err(|e| Error::io("opening", &name, e))?;
-        let len = file.size().map_err(|e| Error::io("reading", &name, e))?;
-        let len = usize::try_from(len).map_err(|_| Error::corruption(&name, 0, "too large"))?;
-        let mut bytes = vec![0u8; len];
-        file.read_at(&mut bytes, 0)
-            .map_err(|e| Error::io("reading", &name, e))?;
+        let bytes = crate::log::read_file(storage, &name)?;
         let cp = Checkpoint::decode(&name, &bytes, arena, hasher)?;
         if cp.seq != seq {
             return Err(Error::corruption(
@@ -336,6 +227,104 @@ impl Checkpoint {
         }
         Ok(cp)
     }
+}
+
+/// Append every table of `tables` (descriptions, roots, entry counts, directories) and their
+/// union states: the part of a checkpoint that a named snapshot stores too.
+pub(crate) fn encode_tables(tables: &Tables, out: &mut Vec<u8>) -> Result<()> {
+        out.put_u32(tables.next_id());
+        out.put_count(tables.count());
+        for (id, dir) in tables.dirs() {
+            let def = tables
+                .def(id)
+                .ok_or_else(|| Error::internal("a table without a description"))?;
+            encode_table_def(&def, out);
+            out.extend_from_slice(&dir.root_node());
+            out.put_u64(dir.len());
+            encode_subtree(&dir.tree(), out).map_err(|e| {
+                Error::internal(format!("cannot save an unwritten version: {e}"))
+            })?;
+        }
+        let unions: Vec<_> = tables.unions().collect();
+        out.put_count(unions.len());
+        for (id, state) in unions {
+            out.put_u32(id);
+            encode_union_state(state, out).map_err(|e| {
+                Error::internal(format!("cannot save an unwritten version: {e}"))
+            })?;
+        }
+    Ok(())
+}
+
+/// Decode what [`encode_tables`] wrote (`with_unions`: whether union states follow), checking
+/// every location against `segment_blocks`, each directory against its stated root and entry
+/// count, and that the default table comes first; `bad` names where a check failed.
+pub(crate) fn decode_tables(
+    r: &mut Reader<'_>,
+    arena: &Arc<Arena>,
+    hasher: Hasher,
+    segment_blocks: u32,
+    with_unions: bool,
+    bad: &dyn Fn(usize, &str) -> Error,
+) -> Result<Tables> {
+    let de = |e: crate::codec::DecodeError| bad(e.at, e.what);
+        let next_id = r.u32().map_err(de)?;
+        let n = r.count(4 + 2 + 1 + 32 + 8 + MIN_NODE_BYTES).map_err(de)?;
+        let mut default = None;
+        let mut others = Vec::new();
+        for i in 0..n {
+            let at = r.position();
+            let def = decode_table_def(r).map_err(de)?;
+            let root: Node = r.array().map_err(de)?;
+            let entries = r.u64().map_err(de)?;
+            let tree = decode_subtree(r, arena, hasher, 0).map_err(de)?;
+            check_subtree_locs(&tree, segment_blocks).map_err(|what| bad(at, &what))?;
+            let dir = Directory::from_root(hasher, tree);
+            if dir.root_node() != root {
+                return Err(bad(
+                    at,
+                    &format!(
+                        "stored directory of table {:?} hashes to {} but states root {}",
+                        def.name,
+                        hex(&dir.root_node()),
+                        hex(&root)
+                    ),
+                ));
+            }
+            if dir.len() != entries {
+                return Err(bad(
+                    at,
+                    "stored entry count disagrees with its directory",
+                ));
+            }
+            if i == 0 {
+                if def != Tables::default_def() {
+                    return Err(bad(at, "stored does not start with the default table"));
+                }
+                default = Some(dir);
+            } else {
+                others.push(Table {
+                    def: Arc::new(def),
+                    dir,
+                });
+            }
+        }
+        let mut unions = Vec::new();
+        if with_unions {
+            let n = r.count(4 + 4 + 1 + 8 + 4).map_err(de)?;
+            for _ in 0..n {
+                let at = r.position();
+                let id = r.u32().map_err(de)?;
+                let state = decode_union_state(r, arena, hasher).map_err(de)?;
+                for dir in &state.inputs {
+                    check_subtree_locs(&dir.tree(), segment_blocks)
+                        .map_err(|what| bad(at, &what))?;
+                }
+                unions.push((id, state));
+            }
+        }
+    let default = default.ok_or_else(|| bad(0, "stored tables hold no default table"))?;
+    Tables::from_parts(default, others, next_id, unions).map_err(|e| bad(0, &e.to_string()))
 }
 
 #[cfg(test)]

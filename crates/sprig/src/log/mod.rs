@@ -13,10 +13,12 @@ pub mod publish;
 pub mod record;
 pub mod recovery;
 pub mod segments;
+pub mod snapshots;
 pub mod wal;
 pub mod writer;
 
-use crate::io::Storage;
+use crate::error::{Error, Result};
+use crate::io::{OpenOptions, Storage};
 use crate::options::SyncPolicy;
 use parking_lot::Mutex;
 use segments::Segments;
@@ -33,4 +35,59 @@ pub(crate) struct Log {
     pub sync: SyncPolicy,
     /// The single writer's state; its lock serialises commits.
     pub writer: Mutex<Writer>,
+}
+
+/// Write the small file `name` atomically: a temporary file written and synced, renamed into
+/// place, the directory synced. `failpoints` name the hooks after the write and after the
+/// rename (feature `failpoints`), for crash tests of the file's lifecycle.
+pub(crate) fn install_file(
+    storage: &dyn Storage,
+    name: &str,
+    bytes: &[u8],
+    failpoints: (&'static str, &'static str),
+) -> Result<()> {
+    let _ = failpoints;
+    let tmp = format!("{name}.tmp");
+    let file = storage
+        .open(
+            &tmp,
+            OpenOptions {
+                create: true,
+                direct: false,
+            },
+        )
+        .map_err(|e| Error::io("creating", &tmp, e))?;
+    file.set_len(0)
+        .and_then(|_| file.write_at(bytes, 0))
+        .map_err(|e| Error::io("writing", &tmp, e))?;
+    // Failpoint (feature `failpoints`): the temporary file written, not synced.
+    failpoint!(failpoints.0);
+    file.sync().map_err(|e| Error::io("writing", &tmp, e))?;
+    storage
+        .rename(&tmp, name)
+        .map_err(|e| Error::io("installing", name, e))?;
+    // Failpoint (feature `failpoints`): renamed into place, the directory not synced.
+    failpoint!(failpoints.1);
+    storage
+        .sync_dir()
+        .map_err(|e| Error::io("installing", name, e))
+}
+
+/// The whole of the small file `name`.
+pub(crate) fn read_file(storage: &dyn Storage, name: &str) -> Result<Vec<u8>> {
+    let file = storage
+        .open(
+            name,
+            OpenOptions {
+                create: false,
+                direct: false,
+            },
+        )
+        .map_err(|e| Error::io("opening", name, e))?;
+    let len = file.size().map_err(|e| Error::io("reading", name, e))?;
+    let len = usize::try_from(len).map_err(|_| Error::corruption(name, 0, "too large"))?;
+    let mut bytes = vec![0u8; len];
+    file.read_at(&mut bytes, 0)
+        .map_err(|e| Error::io("reading", name, e))?;
+    Ok(bytes)
 }

@@ -8,6 +8,8 @@
 
 use crate::error::{Error, Result};
 use crate::log::recovery::Snapshot;
+use crate::log::snapshots::SnapshotHeader;
+use crate::state::tables::Tables;
 use crate::log::segments::SegmentTable;
 use crate::log::wal::Wal;
 use std::collections::{BTreeMap, VecDeque};
@@ -30,6 +32,11 @@ pub(crate) struct Writer {
     /// Every record appended so far is durable (the log was synced since the last append), so
     /// the next record may claim that every record before it is durable.
     pub log_durable: bool,
+    /// The named snapshots, by name.
+    pub snapshots: BTreeMap<String, SnapshotHeader>,
+    /// Snapshot files whose header could not be read, with the reason: each pins every
+    /// segment (what it needs is unknown) until deleted.
+    pub damaged_snapshots: BTreeMap<String, String>,
 }
 
 impl Writer {
@@ -48,7 +55,20 @@ impl Writer {
             poisoned: None,
             emptied: BTreeMap::new(),
             log_durable: true,
+            snapshots: BTreeMap::new(),
+            damaged_snapshots: BTreeMap::new(),
         }
+    }
+
+    /// The highest segment id that must be neither cleaned nor deleted (every one up to it is
+    /// kept): what the incremental unions of `head` read, and what the named snapshots hold.
+    pub fn pinned_segments(&self, head: &Tables) -> Option<u32> {
+        let snapshots = if self.damaged_snapshots.is_empty() {
+            self.snapshots.values().map(|s| s.pinned_segments).max()
+        } else {
+            Some(u32::MAX)
+        };
+        head.pinned_segments().max(snapshots)
     }
 
     /// Fail unless writes are allowed: the database is not read-only and no earlier write

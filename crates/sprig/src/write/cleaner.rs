@@ -8,6 +8,7 @@
 
 use crate::error::{Error, Result};
 use crate::log::record::for_each_replaced_disk_page;
+use crate::log::writer::Writer;
 use crate::log::segments::{
     loc_offset, loc_segment, segment_file_name, verify_page_checksum, SegmentTable,
 };
@@ -50,7 +51,7 @@ pub(crate) enum CleanMode {
 /// that disk use stays within `max_amp` times the live data once `incoming` blocks are
 /// written (and the blocks they replace become garbage).
 ///
-/// Segments up to `pinned` (read by an incremental union in progress) are never victims:
+/// Segments up to `pinned` (read by an incremental union in progress or a named snapshot) are never victims:
 /// they cannot be deleted before the union ends, so copying their live data would only add.
 fn choose_victims(
     table: &SegmentTable,
@@ -110,7 +111,7 @@ impl Inner {
             self.options.max_space_amplification,
             0,
             CleanMode::Explicit,
-            self.head().tables.pinned_segments(),
+            w.pinned_segments(&self.head().tables),
         )
         .is_empty()
     }
@@ -119,19 +120,20 @@ impl Inner {
     /// already rewrites (`regions`) or frees (`freed`).
     pub(crate) fn plan_relocation(
         &self,
-        table: &SegmentTable,
+        w: &Writer,
         head: &Tables,
         regions: &TableRegions,
         freed: &BTreeSet<u64>,
         incoming: u64,
         mode: CleanMode,
     ) -> Result<Relocation> {
+        let table = &w.table;
         let victims = choose_victims(
             table,
             self.options.max_space_amplification,
             incoming,
             mode,
-            head.pinned_segments(),
+            w.pinned_segments(head),
         );
         if victims.is_empty() {
             return Ok(Relocation::default());

@@ -123,7 +123,7 @@ impl Inner {
                     .map(|v| value_blocks(v).map(u64::from))
                     .sum::<Result<u64>>()?;
             self.plan_relocation(
-                &w.table,
+                w,
                 &head.tables,
                 &pending.parts.regions,
                 &freed,

@@ -119,6 +119,7 @@ impl Inner {
     /// Note which segments hold no live data as of the latest version.
     pub fn refresh_emptied(&self, w: &mut Writer) {
         let head = self.head();
-        w.refresh_emptied(head.seq, head.tables.pinned_segments());
+        let pinned = w.pinned_segments(&head.tables);
+        w.refresh_emptied(head.seq, pinned);
     }
 }

@@ -9,6 +9,8 @@
 use crate::log::publish::Blocks;
 use crate::write::CommitInfo;
 use crate::write::engine::Inner;
+use crate::log::writer::Writer;
+use crate::state::version::Version;
 use crate::state::directory::{diff, Directory, PageRef, Region};
 use crate::state::tables::{TableDef, TableId};
 use crate::error::{Error, Result};
@@ -23,11 +25,17 @@ use std::collections::BTreeMap;
 impl Inner {
     /// Make the retained version `seq` the latest again (see `Db::rollback_to`).
     pub(crate) fn rollback_to(&self, seq: u64) -> Result<CommitInfo> {
-        let inner = self;
-        let mut w = inner.log.writer.lock();
+        let mut w = self.log.writer.lock();
         w.check_writable()?;
+        let target = self.versions.retained_version(seq)?;
+        self.make_latest(&mut w, &target)
+    }
+
+    /// Make `target` (a retained version, or a named snapshot's, whose pages something pins)
+    /// the latest version, durably, as a new commit.
+    pub(crate) fn make_latest(&self, w: &mut Writer, target: &Version) -> Result<CommitInfo> {
+        let inner = self;
         let head = inner.head();
-        let target = inner.versions.retained_version(seq)?;
         if target.seq == head.seq {
             return Ok(CommitInfo {
                 seq: head.seq,
