@@ -55,6 +55,7 @@ internal!(state);
 internal!(write);
 
 pub use api::batch::{Pending, WriteBatch};
+pub use api::blob::BlobRef;
 pub use api::check::CheckReport;
 pub use api::db::Db;
 pub use api::handle::Handle;

@@ -4,6 +4,7 @@
 //! write paths and the log below.
 
 pub(crate) mod batch;
+pub(crate) mod blob;
 pub(crate) mod check;
 pub(crate) mod db;
 pub(crate) mod handle;
