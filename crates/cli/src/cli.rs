@@ -50,6 +50,9 @@ pub struct Cli {
         value_name = "NAME"
     )]
     pub table: String,
+    /// Read from this named snapshot instead of the latest version (get, scan, export, prove).
+    #[arg(long, global = true, value_name = "NAME")]
+    pub snapshot: Option<String>,
     /// The command.
     #[command(subcommand)]
     pub command: Command,
@@ -150,6 +153,86 @@ Examples:
   sprig demo
   sprig demo --keys 100000 --path /tmp/sprig-demo")]
     Demo(DemoArgs),
+    /// Print the entries of a key range in key-path order (or reverse), up to a limit.
+    #[command(after_help = "\
+Keys are key paths (64 hex digits) unless --key-format says otherwise. The last line (or
+`next` in --json) says where to continue: pass it as --from to read the next page.
+
+Examples:
+  sprig --db ./state scan --limit 10
+  sprig --db ./state scan --from 80 --to c0 --reverse --limit 100
+  sprig --db ./state --snapshot block-100 --table utxo scan --json")]
+    Scan(ScanArgs),
+    /// List the retained versions (sequence number and root) that reads and rollback can use.
+    #[command(after_help = "Example:\n  sprig --db ./state versions")]
+    Versions,
+    /// Make a retained version the latest again (one durable commit).
+    #[command(
+        after_help = "Example:\n  sprig --db ./state versions\n  sprig --db ./state rollback 41"
+    )]
+    Rollback {
+        /// The version's sequence number (see `sprig versions`).
+        seq: u64,
+    },
+    /// Save, list, check, restore and delete named snapshots.
+    #[command(subcommand)]
+    Snapshot(SnapshotCommand),
+}
+
+/// `scan`.
+#[derive(Debug, Args)]
+pub struct ScanArgs {
+    #[command(flatten)]
+    pub keys: KeyArgs,
+    /// The first key (inclusive); a key path may be given as a shorter hex prefix, padded
+    /// with zeros.
+    #[arg(long, value_name = "KEY")]
+    pub from: Option<String>,
+    /// The end key (exclusive); a shorter hex prefix is padded with zeros.
+    #[arg(long, value_name = "KEY")]
+    pub to: Option<String>,
+    /// Descending key order (from the end of the range).
+    #[arg(long)]
+    pub reverse: bool,
+    /// The most entries to print.
+    #[arg(long, default_value_t = 100, value_name = "N")]
+    pub limit: usize,
+}
+
+/// `snapshot` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum SnapshotCommand {
+    /// Save the latest version of every table under a name (durable; copies no data).
+    #[command(after_help = "Example:\n  sprig --db ./state snapshot save block-100")]
+    Save {
+        /// The name: 1 to 64 ASCII letters, digits, '.', '_' or '-'.
+        name: String,
+    },
+    /// List the snapshots.
+    List,
+    /// Open a snapshot: its tables and roots; with --check, read and verify every page.
+    #[command(
+        after_help = "Read a snapshot's keys with the global --snapshot option:\n  \
+        sprig --db ./state --snapshot block-100 get --key-format text alice\n\nExample:\n  \
+        sprig --db ./state snapshot open block-100 --check"
+    )]
+    Open {
+        /// The snapshot.
+        name: String,
+        /// Read and verify every page and value it holds.
+        #[arg(long)]
+        check: bool,
+    },
+    /// Make a snapshot the latest version again (one durable commit; copies no data).
+    Restore {
+        /// The snapshot.
+        name: String,
+    },
+    /// Delete a snapshot; the space only it held is freed by the cleaner.
+    Delete {
+        /// The snapshot.
+        name: String,
+    },
 }
 
 /// `table` subcommands.

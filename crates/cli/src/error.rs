@@ -75,9 +75,11 @@ impl CliError {
                 | sprig::Error::NoResolver(_) => exit::INVALID_INPUT,
                 sprig::Error::NoSuchTable(_)
                 | sprig::Error::TableExists(_)
+                | sprig::Error::SnapshotExists(_)
                 | sprig::Error::UnionInProgress { .. }
                 | sprig::Error::DefaultTable
                 | sprig::Error::ResolverMissing { .. } => exit::USAGE,
+                sprig::Error::NoSuchSnapshot(_) => exit::NOT_FOUND,
                 sprig::Error::HasherMismatch { .. } | sprig::Error::NotRetained { .. } => {
                     exit::USAGE
                 }

@@ -118,8 +118,7 @@ pub fn get(ctx: &Ctx, args: &GetArgs) -> CliResult<Outcome> {
     let db = ctx.open_read_only("get")?;
     let hasher = db.hasher();
     let keys = gather_keys(&args.key, None, |t| args.keys.key_format.parse(hasher, t))?;
-    let view = db.view();
-    let table = ctx.table(&db)?;
+    let (view, table) = ctx.view(&db)?;
     let values = view.get_many_in(&table, &keys)?;
     let mut rows = Vec::with_capacity(keys.len());
     let mut lines = Vec::with_capacity(keys.len());

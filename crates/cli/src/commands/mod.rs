@@ -4,8 +4,10 @@
 
 mod basic;
 mod demo;
+mod history;
 mod inspect;
 mod prove;
+mod scan;
 mod tables;
 mod transfer;
 mod verify;
@@ -24,6 +26,8 @@ pub struct Ctx {
     pub progress: bool,
     /// `--table`.
     pub table: String,
+    /// `--snapshot`.
+    pub snapshot: Option<String>,
 }
 
 impl Ctx {
@@ -47,6 +51,17 @@ impl Ctx {
     /// The table `--table` names in `db`.
     pub fn table(&self, db: &Db) -> CliResult<sprig::Table> {
         Ok(db.table(&self.table)?)
+    }
+
+    /// What read commands read: the named snapshot `--snapshot` gives, or the latest
+    /// version; and `--table` in it.
+    pub fn view(&self, db: &Db) -> CliResult<(sprig::ReadView, sprig::Table)> {
+        let view = match &self.snapshot {
+            Some(name) => db.open_snapshot(name)?,
+            None => db.view(),
+        };
+        let table = view.table(&self.table)?;
+        Ok((view, table))
     }
 
     /// Open the existing database at `--db` for reading only: no lock, nothing written, so it
@@ -79,6 +94,7 @@ pub fn run(cli: Cli) -> CliResult<Outcome> {
         db: cli.db,
         progress: progress_allowed(cli.json),
         table: cli.table,
+        snapshot: cli.snapshot,
     };
     match cli.command {
         Command::Init(a) => basic::init(&ctx, &a),
@@ -95,6 +111,10 @@ pub fn run(cli: Cli) -> CliResult<Outcome> {
         Command::Stats => inspect::stats(&ctx),
         Command::Check => inspect::check(&ctx),
         Command::Demo(a) => demo::demo(&ctx, &a),
+        Command::Scan(a) => scan::scan(&ctx, &a),
+        Command::Versions => history::versions(&ctx),
+        Command::Rollback { seq } => history::rollback(&ctx, seq),
+        Command::Snapshot(c) => history::snapshot(&ctx, &c),
     }
 }
 

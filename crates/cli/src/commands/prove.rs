@@ -24,8 +24,7 @@ pub fn prove(ctx: &Ctx, args: &ProveArgs) -> CliResult<Outcome> {
     if keys.is_empty() {
         return Err(CliError::Usage("no keys to prove".into()));
     }
-    let view = db.view();
-    let table = ctx.table(&db)?;
+    let (view, table) = ctx.view(&db)?;
     let (kind, encoded) = match (args.witness, keys.as_slice()) {
         (true, _) => (
             ProofKind::Witness,

@@ -208,8 +208,7 @@ fn commit(
 /// `export`.
 pub fn export(ctx: &Ctx, args: &ExportArgs) -> CliResult<Outcome> {
     let db = ctx.open_read_only("export")?;
-    let table = ctx.table(&db)?;
-    let view = db.view();
+    let (view, table) = ctx.view(&db)?;
     let (root, entries) = (view.table_root(&table)?, view.len_in(&table)?);
     let start = Instant::now();
     let mut writer = RecordWriter::create(&args.file, args.format)?;
