@@ -28,6 +28,8 @@ pub enum Command {
     /// Sprig's upserts: fresh keys with put vs upsert, present keys with upsert vs
     /// lookup-then-insert (lsm-tree's requirement 6).
     Upsert(crate::upsert::UpsertArgs),
+    /// Snapshot save/open/check/delete and cursor scans on a Sprig database made by `create`.
+    StateTools(crate::state_tools::StateToolsArgs),
 }
 
 /// The workloads.

@@ -8,6 +8,7 @@ mod compare;
 mod engine;
 mod report;
 mod runner;
+mod state_tools;
 mod sys;
 mod upsert;
 mod workload;
@@ -57,6 +58,7 @@ fn main() -> Result<()> {
             compare::output(&c, &a.common.output)?;
         }
         Command::Upsert(a) => upsert::run(&a)?,
+        Command::StateTools(a) => state_tools::run(&a)?,
     }
     Ok(())
 }

@@ -1,0 +1,113 @@
+//! What node software does besides blocks, measured on a Sprig database made by `create`:
+//! saving, opening, checking and deleting a named snapshot, and scanning every entry with a
+//! cursor (forward and reverse). Each figure is wall time of the real work on the real disk,
+//! with the page cache given; nothing is skipped or sampled.
+
+use anyhow::{bail, Result};
+use sprig::{Db, Options};
+use std::path::PathBuf;
+use std::time::Instant;
+
+/// The settings of one run.
+#[derive(Debug, clap::Args)]
+pub struct StateToolsArgs {
+    /// A Sprig database made by `sprig-bench create --engine sprig` (its `sprig`
+    /// subdirectory, or the database directory itself).
+    #[arg(long)]
+    pub db: PathBuf,
+    /// Page cache in MiB.
+    #[arg(long, default_value_t = 64)]
+    pub cache_mb: u64,
+    /// Also read and verify every page of the snapshot (`ReadView::check`).
+    #[arg(long)]
+    pub check: bool,
+}
+
+/// Run and print the figures.
+pub fn run(args: &StateToolsArgs) -> Result<()> {
+    let path = if args.db.join("sprig").join("MANIFEST").exists() {
+        args.db.join("sprig")
+    } else {
+        args.db.clone()
+    };
+    let start = Instant::now();
+    let db = Db::open(
+        &path,
+        Options {
+            page_cache_bytes: args.cache_mb << 20,
+            create_if_missing: false,
+            ..Options::default()
+        },
+    )?;
+    let entries = db.len();
+    println!(
+        "open: {entries} entries in {:.2} s",
+        start.elapsed().as_secs_f64()
+    );
+    let name = "bench-state-tools";
+    if db.snapshots().iter().any(|s| s.name == name) {
+        db.delete_snapshot(name)?;
+    }
+
+    let start = Instant::now();
+    let info = db.save_snapshot(name)?;
+    let save = start.elapsed().as_secs_f64();
+    let file_bytes = std::fs::metadata(path.join(format!("snap-{name}.snap")))?.len();
+    println!(
+        "snapshot save: {save:.3} s ({:.1} bytes per entry on disk, {} bytes)",
+        file_bytes as f64 / entries.max(1) as f64,
+        file_bytes
+    );
+
+    let start = Instant::now();
+    let view = db.open_snapshot(name)?;
+    println!(
+        "snapshot open (reads and checks the file): {:.3} s",
+        start.elapsed().as_secs_f64()
+    );
+    if view.db_root() != info.db_root {
+        bail!("the snapshot opened with another root than it was saved with");
+    }
+    if args.check {
+        let start = Instant::now();
+        let report = view.check(&mut |_, _| {})?;
+        let secs = start.elapsed().as_secs_f64();
+        println!(
+            "snapshot check: {} pages, {} entries in {secs:.2} s ({:.0} pages/s), clean: {}",
+            report.pages,
+            report.entries,
+            report.pages as f64 / secs,
+            report.is_clean()
+        );
+    }
+
+    for reverse in [false, true] {
+        let start = Instant::now();
+        let mut cursor = view.iter();
+        if reverse {
+            cursor = cursor.reverse();
+        }
+        let mut n = 0u64;
+        let mut bytes = 0u64;
+        for e in cursor {
+            let (_, v) = e?;
+            n += 1;
+            bytes += v.len() as u64;
+        }
+        let secs = start.elapsed().as_secs_f64();
+        if n != entries {
+            bail!("the scan found {n} of {entries} entries");
+        }
+        println!(
+            "cursor scan ({}): {n} entries, {bytes} value bytes in {secs:.2} s = {:.0} entries/s",
+            if reverse { "reverse" } else { "forward" },
+            n as f64 / secs
+        );
+    }
+    drop(view);
+
+    let start = Instant::now();
+    db.delete_snapshot(name)?;
+    println!("snapshot delete: {:.3} s", start.elapsed().as_secs_f64());
+    Ok(())
+}
