@@ -11,8 +11,8 @@ use std::time::Instant;
 /// The settings of one run.
 #[derive(Debug, clap::Args)]
 pub struct StateToolsArgs {
-    /// A Sprig database made by `sprig-bench create --engine sprig` (its `sprig`
-    /// subdirectory, or the database directory itself).
+    /// A Sprig database made by `sprig-bench create --engine sprig` (the `--dir` given to
+    /// create, or the database directory itself).
     #[arg(long)]
     pub db: PathBuf,
     /// Page cache in MiB.
@@ -25,11 +25,15 @@ pub struct StateToolsArgs {
 
 /// Run and print the figures.
 pub fn run(args: &StateToolsArgs) -> Result<()> {
-    let path = if args.db.join("sprig").join("MANIFEST").exists() {
-        args.db.join("sprig")
-    } else {
-        args.db.clone()
-    };
+    // The directory given, or the Sprig database `create` made under it.
+    let path = [
+        args.db.clone(),
+        args.db.join("sprig"),
+        args.db.join("sprig").join("db"),
+    ]
+    .into_iter()
+    .find(|p| p.join("MANIFEST").exists())
+    .unwrap_or_else(|| args.db.clone());
     let start = Instant::now();
     let db = Db::open(
         &path,
