@@ -73,6 +73,13 @@ pub enum ProofError {
         /// The key.
         key: KeyPath,
     },
+    /// A state-sync chunk does not start where the previous one ended.
+    ChunkOutOfOrder {
+        /// Where the next chunk must start.
+        expected: KeyPath,
+        /// Where this one starts.
+        found: KeyPath,
+    },
     /// A change or lookup names the same key twice.
     DuplicateKey {
         /// The key.
@@ -113,6 +120,12 @@ impl core::fmt::Display for ProofError {
             ProofError::ValueMismatch { key } => {
                 write!(f, "proof shows another value for key ")?;
                 write_hex(f, key)
+            }
+            ProofError::ChunkOutOfOrder { expected, found } => {
+                write!(f, "chunk starts at ")?;
+                write_hex(f, found)?;
+                write!(f, " but the next chunk must start at ")?;
+                write_hex(f, expected)
             }
             ProofError::DuplicateKey { key } => {
                 write!(f, "key appears twice: ")?;

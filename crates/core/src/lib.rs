@@ -32,8 +32,8 @@ pub use error::ProofError;
 pub use hasher::Hasher;
 pub use model::ReferenceModel;
 pub use proof::{
-    Lookup, MultiProof, PathProof, ProofNode, Terminal, VerifiedMultiProof, VerifiedWitness,
-    Witness,
+    Lookup, MultiProof, PathProof, ProofNode, SyncChunk, SyncVerifier, Terminal,
+    VerifiedMultiProof, VerifiedWitness, Witness,
 };
 pub use tables::{database_root, table_key, TableProof, TablesModel, DEFAULT_TABLE};
 pub use trie::{KeyPath, LeafData, Node, NodeKind, ValueHash, TERMINATOR};

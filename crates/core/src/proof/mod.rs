@@ -8,11 +8,16 @@
 mod build;
 mod multi;
 mod path;
+mod sync;
 mod witness;
 
 pub use build::{path_proof_below, path_proof_from_entries, prove_and_update, prove_subtrie};
 pub use multi::{MultiProof, ProofNode, VerifiedMultiProof, MAX_MULTIPROOF_NODES};
 pub use path::PathProof;
+pub use sync::{
+    prove_range, range_proof_from_paths, SyncChunk, SyncVerifier, MAX_CHUNK_ENTRIES,
+    MAX_RANGE_PROOF_NODES,
+};
 pub use witness::{verify_block, VerifiedWitness, Witness, MAX_WITNESS_KEYS};
 
 use crate::error::ProofError;
