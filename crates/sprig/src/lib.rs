@@ -70,7 +70,7 @@ pub use error::{Error, Result};
 pub use io::{IoBackend, IoBackendInfo};
 pub use log::recovery::{LostTail, RecoveryReport};
 pub use options::{Options, SyncPolicy};
-pub use sprig_core::{self as core, Hasher, KeyPath, Node, TableProof};
+pub use sprig_core::{self as core, Hasher, KeyPath, Node, SyncChunk, SyncVerifier, TableProof};
 pub use state::page::MAX_VALUE_BYTES;
 pub use stats::{ReadKind, Stats};
 pub use write::{

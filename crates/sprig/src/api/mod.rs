@@ -11,6 +11,7 @@ pub(crate) mod handle;
 pub(crate) mod pipeline;
 pub(crate) mod scan;
 pub(crate) mod snapshot;
+pub(crate) mod sync;
 pub(crate) mod table;
 pub(crate) mod union;
 pub(crate) mod view;
