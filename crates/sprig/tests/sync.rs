@@ -11,7 +11,7 @@ fn key(i: u64) -> KeyPath {
 }
 
 fn value(i: u64) -> Vec<u8> {
-    if i % 1009 == 0 {
+    if i.is_multiple_of(1009) {
         vec![i as u8; 3000]
     } else {
         i.to_le_bytes()[..(i % 8) as usize].to_vec()
