@@ -177,6 +177,9 @@ Examples:
     /// Save, list, check, restore and delete named snapshots.
     #[command(subcommand)]
     Snapshot(SnapshotCommand),
+    /// State sync: export a table as verifiable chunks, verify them, import them.
+    #[command(subcommand)]
+    Sync(SyncCommand),
 }
 
 /// `scan`.
@@ -232,6 +235,72 @@ pub enum SnapshotCommand {
     Delete {
         /// The snapshot.
         name: String,
+    },
+    /// Write a snapshot (every table) to one portable, checksummed file of verifiable chunks.
+    #[command(
+        after_help = "Example:\n  sprig --db ./state snapshot export block-100 block-100.spst"
+    )]
+    Export {
+        /// The snapshot.
+        name: String,
+        /// The file to write.
+        file: String,
+        /// Entries per chunk.
+        #[arg(long, default_value_t = 100_000, value_name = "N")]
+        chunk_entries: usize,
+    },
+    /// Fill an empty database from a snapshot file: every chunk is verified first (nothing is
+    /// imported from a damaged or truncated file), then each table is one commit.
+    #[command(
+        after_help = "Example:\n  sprig init --db ./copy\n  sprig --db ./copy snapshot import block-100.spst --root <database root>"
+    )]
+    Import {
+        /// The file.
+        file: String,
+        /// The database root you trust (from a block header, say); without it the file is
+        /// checked against the root it states.
+        #[arg(long, value_name = "HEX")]
+        root: Option<String>,
+    },
+}
+
+/// `sync` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum SyncCommand {
+    /// Write a table (of the latest version, or --snapshot's) as verifiable chunks.
+    #[command(
+        after_help = "Example:\n  sprig --db ./state --table utxo sync export --out utxo.spst"
+    )]
+    Export {
+        /// The file to write.
+        #[arg(long, value_name = "FILE")]
+        out: String,
+        /// Entries per chunk.
+        #[arg(long, default_value_t = 100_000, value_name = "N")]
+        chunk_entries: usize,
+    },
+    /// Check every chunk of a sync file against a trusted table root (exit 5 if any fails or
+    /// some are missing).
+    #[command(
+        after_help = "Example:\n  sprig --db ./copy sync verify utxo.spst --root <table root>"
+    )]
+    Verify {
+        /// The file.
+        file: String,
+        /// The table root you trust.
+        #[arg(long, value_name = "HEX")]
+        root: String,
+    },
+    /// Fill the empty --table from a sync file, verified first against a trusted root.
+    #[command(
+        after_help = "Example:\n  sprig --db ./copy --table utxo sync import utxo.spst --root <table root>"
+    )]
+    Import {
+        /// The file.
+        file: String,
+        /// The table root you trust.
+        #[arg(long, value_name = "HEX")]
+        root: String,
     },
 }
 

@@ -76,6 +76,7 @@ impl CliError {
                 sprig::Error::NoSuchTable(_)
                 | sprig::Error::TableExists(_)
                 | sprig::Error::SnapshotExists(_)
+                | sprig::Error::NotEmpty(_)
                 | sprig::Error::UnionInProgress { .. }
                 | sprig::Error::DefaultTable
                 | sprig::Error::ResolverMissing { .. } => exit::USAGE,

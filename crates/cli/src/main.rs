@@ -16,6 +16,7 @@ mod progress;
 mod proofdoc;
 mod records;
 mod spool;
+mod statefile;
 
 use clap::Parser;
 

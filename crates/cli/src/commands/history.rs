@@ -145,6 +145,14 @@ pub fn snapshot(ctx: &Ctx, command: &SnapshotCommand) -> CliResult<Outcome> {
                 ),
             ))
         }
+        SnapshotCommand::Export {
+            name,
+            file,
+            chunk_entries,
+        } => super::sync::snapshot_export(ctx, name, file, *chunk_entries),
+        SnapshotCommand::Import { file, root } => {
+            super::sync::snapshot_import(ctx, file, root.as_deref())
+        }
         SnapshotCommand::Delete { name } => {
             let db = ctx.open("snapshot delete")?;
             db.delete_snapshot(name)?;

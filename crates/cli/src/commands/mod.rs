@@ -8,6 +8,7 @@ mod history;
 mod inspect;
 mod prove;
 mod scan;
+mod sync;
 mod tables;
 mod transfer;
 mod verify;
@@ -115,6 +116,7 @@ pub fn run(cli: Cli) -> CliResult<Outcome> {
         Command::Versions => history::versions(&ctx),
         Command::Rollback { seq } => history::rollback(&ctx, seq),
         Command::Snapshot(c) => history::snapshot(&ctx, &c),
+        Command::Sync(c) => sync::sync(&ctx, &c),
     }
 }
 
