@@ -81,22 +81,7 @@ impl MultiProof {
     }
 
     pub(super) fn encode_body(&self, out: &mut Vec<u8>) {
-        write_count(out, self.nodes.len());
-        for node in &self.nodes {
-            match node {
-                ProofNode::Internal => out.push(TAG_INTERNAL),
-                ProofNode::Terminator => out.push(TAG_TERMINATOR),
-                ProofNode::Leaf(leaf) => {
-                    out.push(TAG_LEAF);
-                    out.extend_from_slice(&leaf.key_path);
-                    out.extend_from_slice(&leaf.value_hash);
-                }
-                ProofNode::Opaque(hash) => {
-                    out.push(TAG_OPAQUE);
-                    out.extend_from_slice(hash);
-                }
-            }
-        }
+        encode_nodes(&self.nodes, out);
     }
 
     /// Decode a multi-proof made with `hasher`.
@@ -110,23 +95,54 @@ impl MultiProof {
     }
 
     pub(super) fn decode_body(r: &mut Reader<'_>) -> Result<MultiProof, ProofError> {
-        let count = r.count("multi-proof node count", MAX_MULTIPROOF_NODES, 1)?;
-        let mut nodes = Vec::with_capacity(count);
-        for _ in 0..count {
-            let node = match r.u8("node tag")? {
-                TAG_INTERNAL => ProofNode::Internal,
-                TAG_TERMINATOR => ProofNode::Terminator,
-                TAG_LEAF => ProofNode::Leaf(LeafData {
-                    key_path: r.array("leaf key path")?,
-                    value_hash: r.array("leaf value hash")?,
-                }),
-                TAG_OPAQUE => ProofNode::Opaque(r.array("opaque node")?),
-                tag => return Err(ProofError::BadTag { tag }),
-            };
-            nodes.push(node);
-        }
+        let nodes = decode_nodes(r, "multi-proof node count", MAX_MULTIPROOF_NODES)?;
         Ok(MultiProof { nodes })
     }
+}
+
+/// Append a node count and `nodes` in their encoding (shared by multi-proofs, witnesses and
+/// state-sync chunks).
+pub(super) fn encode_nodes(nodes: &[ProofNode], out: &mut Vec<u8>) {
+    write_count(out, nodes.len());
+    for node in nodes {
+        match node {
+            ProofNode::Internal => out.push(TAG_INTERNAL),
+            ProofNode::Terminator => out.push(TAG_TERMINATOR),
+            ProofNode::Leaf(leaf) => {
+                out.push(TAG_LEAF);
+                out.extend_from_slice(&leaf.key_path);
+                out.extend_from_slice(&leaf.value_hash);
+            }
+            ProofNode::Opaque(hash) => {
+                out.push(TAG_OPAQUE);
+                out.extend_from_slice(hash);
+            }
+        }
+    }
+}
+
+/// Read what [`encode_nodes`] wrote, at most `limit` nodes.
+pub(super) fn decode_nodes(
+    r: &mut Reader<'_>,
+    what: &'static str,
+    limit: u32,
+) -> Result<Vec<ProofNode>, ProofError> {
+    let count = r.count(what, limit, 1)?;
+    let mut nodes = Vec::with_capacity(count);
+    for _ in 0..count {
+        let node = match r.u8("node tag")? {
+            TAG_INTERNAL => ProofNode::Internal,
+            TAG_TERMINATOR => ProofNode::Terminator,
+            TAG_LEAF => ProofNode::Leaf(LeafData {
+                key_path: r.array("leaf key path")?,
+                value_hash: r.array("leaf value hash")?,
+            }),
+            TAG_OPAQUE => ProofNode::Opaque(r.array("opaque node")?),
+            tag => return Err(ProofError::BadTag { tag }),
+        };
+        nodes.push(node);
+    }
+    Ok(nodes)
 }
 
 /// A multi-proof that hashed to the expected root.

@@ -22,6 +22,7 @@
 //! start where the previous ended, so together they hold the whole state, with nothing
 //! repeated or missed.
 
+use super::multi::{decode_nodes, encode_nodes};
 use super::{claimed_internal, read_hasher, PathProof, ProofNode, Terminal, FORMAT_VERSION};
 use crate::codec::{write_count, write_header, Reader};
 use crate::error::ProofError;
@@ -33,10 +34,6 @@ use crate::trie::{
 use alloc::vec::Vec;
 
 const MAGIC: &[u8; 4] = b"SPSC";
-const TAG_TERMINATOR: u8 = 0;
-const TAG_OPAQUE: u8 = 1;
-const TAG_LEAF: u8 = 2;
-const TAG_INTERNAL: u8 = 3;
 
 /// The most entries a decoded chunk may hold.
 pub const MAX_CHUNK_ENTRIES: u32 = 1 << 24;
@@ -398,22 +395,7 @@ impl SyncChunk {
             write_count(&mut out, v.len());
             out.extend_from_slice(v);
         }
-        write_count(&mut out, self.proof.len());
-        for node in &self.proof {
-            match node {
-                ProofNode::Internal => out.push(TAG_INTERNAL),
-                ProofNode::Terminator => out.push(TAG_TERMINATOR),
-                ProofNode::Leaf(leaf) => {
-                    out.push(TAG_LEAF);
-                    out.extend_from_slice(&leaf.key_path);
-                    out.extend_from_slice(&leaf.value_hash);
-                }
-                ProofNode::Opaque(hash) => {
-                    out.push(TAG_OPAQUE);
-                    out.extend_from_slice(hash);
-                }
-            }
-        }
+        encode_nodes(&self.proof, &mut out);
         out
     }
 
@@ -439,20 +421,7 @@ impl SyncChunk {
             let len = r.count("value length", u32::MAX, 1)?;
             entries.push((key, r.bytes(len, "value")?.to_vec()));
         }
-        let n = r.count("range proof node count", MAX_RANGE_PROOF_NODES, 1)?;
-        let mut proof = Vec::with_capacity(n);
-        for _ in 0..n {
-            proof.push(match r.u8("node tag")? {
-                TAG_INTERNAL => ProofNode::Internal,
-                TAG_TERMINATOR => ProofNode::Terminator,
-                TAG_LEAF => ProofNode::Leaf(LeafData {
-                    key_path: r.array("leaf key path")?,
-                    value_hash: r.array("leaf value hash")?,
-                }),
-                TAG_OPAQUE => ProofNode::Opaque(r.array("opaque node")?),
-                tag => return Err(ProofError::BadTag { tag }),
-            });
-        }
+        let proof = decode_nodes(&mut r, "range proof node count", MAX_RANGE_PROOF_NODES)?;
         r.finish()?;
         Ok(SyncChunk {
             start,

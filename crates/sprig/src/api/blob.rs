@@ -5,10 +5,9 @@
 
 use crate::api::table::Table;
 use crate::api::view::ReadView;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::state::page::{ExternalValue, ValueRef};
 use crate::state::tables::TableId;
-use crate::stats::ReadKind;
 use sprig_core::trie::{KeyPath, ValueHash};
 use std::ops::{Bound, RangeBounds};
 
@@ -51,16 +50,9 @@ impl ReadView {
 
     /// The length and hash of `key`'s value in `table`: one page read, no value read.
     pub fn get_ref_in(&self, table: &Table, key: &KeyPath) -> Result<Option<BlobRef>> {
-        let dir = table.dir(&self.version.tables)?;
-        let (prefix, page) = dir.locate(key);
-        let Some(r) = page else {
+        let Some(page) = self.page_holding(table, key)? else {
             return Ok(None);
         };
-        let page = self
-            .inner
-            .load_pages(&[(prefix, r)], ReadKind::Lookup)?
-            .pop()
-            .ok_or_else(|| Error::internal("a page asked for was not loaded"))?;
         Ok(page.get(key).map(|v| {
             let (len, stored) = match v {
                 ValueRef::Inline(bytes) => (bytes.len() as u64, Stored::Inline(bytes.to_vec())),

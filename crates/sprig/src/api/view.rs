@@ -118,16 +118,9 @@ impl ReadView {
         if self.version.tables.union(table.id).is_some() {
             return Ok(self.get_many_in(table, &[*key])?.pop().flatten());
         }
-        let dir = table.dir(&self.version.tables)?;
-        let (prefix, page) = dir.locate(key);
-        let Some(r) = page else {
+        let Some(page) = self.page_holding(table, key)? else {
             return Ok(None);
         };
-        let page = self
-            .inner
-            .load_pages(&[(prefix, r)], ReadKind::Lookup)?
-            .pop()
-            .ok_or_else(|| Error::internal("a page asked for was not loaded"))?;
         match page.get(key) {
             Some(v) => self
                 .inner
@@ -135,6 +128,24 @@ impl ReadView {
                 .map(Some),
             None => Ok(None),
         }
+    }
+
+    /// The page of `table` whose region holds `key` (one read, or the cache), if any.
+    pub(crate) fn page_holding(
+        &self,
+        table: &Table,
+        key: &KeyPath,
+    ) -> Result<Option<Arc<crate::state::page::Page>>> {
+        let dir = table.dir(&self.version.tables)?;
+        let (prefix, page) = dir.locate(key);
+        let Some(r) = page else {
+            return Ok(None);
+        };
+        self.inner
+            .load_pages(&[(prefix, r)], ReadKind::Lookup)?
+            .pop()
+            .map(Some)
+            .ok_or_else(|| Error::internal("a page asked for was not loaded"))
     }
 
     /// The values of many keys of the default table, with all their page reads in flight at

@@ -444,37 +444,21 @@ impl Directory {
         walk_pages(&self.arena, self.root, Prefix::root(), &mut f);
     }
 
-    /// Up to `limit` pages in key order, starting with the region that holds `start`.
+    /// Up to `limit` leaf regions in key order, from the one holding `start` on.
     pub fn pages_from(&self, start: &KeyPath, limit: usize) -> Vec<(Prefix, PageRef)> {
-        // Depth-first, in key order: the stack holds subtrees still to visit, right first.
-        let mut out = Vec::new();
-        let mut stack: Vec<(NodeId, Prefix, bool)> = vec![(self.root, Prefix::root(), true)];
-        while let Some((id, pos, bounded)) = stack.pop() {
-            if out.len() >= limit {
-                break;
-            }
-            match self.arena.slot(id) {
-                Slot::Empty => {}
-                Slot::Page(r) => out.push((pos, r)),
-                Slot::Branch(_, l, r) => {
-                    let d = pos.depth();
-                    if bounded && bit_at(start, d) {
-                        stack.push((r, pos.child(true), true));
-                    } else {
-                        stack.push((r, pos.child(true), false));
-                        stack.push((l, pos.child(false), bounded));
-                    }
-                }
-            }
-        }
-        out
+        self.walk_pages(start, limit, false)
     }
 
     /// Up to `limit` leaf regions in descending key order, from the one holding `last` down
     /// (the mirror of [`Directory::pages_from`]).
     pub fn pages_back_from(&self, last: &KeyPath, limit: usize) -> Vec<(Prefix, PageRef)> {
-        // Depth-first, in descending key order: the stack holds subtrees still to visit, left
-        // first.
+        self.walk_pages(last, limit, true)
+    }
+
+    /// Depth-first in key order (descending with `reverse`) from the region holding `from`:
+    /// the stack holds subtrees still to visit, the far side first; `bounded` marks the
+    /// subtrees on `from`'s path, whose near side is skipped.
+    fn walk_pages(&self, from: &KeyPath, limit: usize, reverse: bool) -> Vec<(Prefix, PageRef)> {
         let mut out = Vec::new();
         let mut stack: Vec<(NodeId, Prefix, bool)> = vec![(self.root, Prefix::root(), true)];
         while let Some((id, pos, bounded)) = stack.pop() {
@@ -485,12 +469,20 @@ impl Directory {
                 Slot::Empty => {}
                 Slot::Page(r) => out.push((pos, r)),
                 Slot::Branch(_, l, r) => {
-                    let d = pos.depth();
-                    if bounded && !bit_at(last, d) {
-                        stack.push((l, pos.child(false), true));
+                    // Children in visiting order: (near, far).
+                    let (near, far) = if reverse {
+                        ((r, pos.child(true)), (l, pos.child(false)))
                     } else {
-                        stack.push((l, pos.child(false), false));
-                        stack.push((r, pos.child(true), bounded));
+                        ((l, pos.child(false)), (r, pos.child(true)))
+                    };
+                    // On `from`'s path, the near child holds only keys before `from` (after,
+                    // in reverse) when `from` goes to the far side.
+                    let from_far = bit_at(from, pos.depth()) != reverse;
+                    if bounded && from_far {
+                        stack.push((far.0, far.1, true));
+                    } else {
+                        stack.push((far.0, far.1, false));
+                        stack.push((near.0, near.1, bounded));
                     }
                 }
             }
