@@ -55,7 +55,7 @@ pub fn scan(ctx: &Ctx, args: &ScanArgs) -> CliResult<Outcome> {
     } else {
         cursor.resume_from()
     };
-    let more = cursor.next().transpose()?.is_some();
+    let more = cursor.peek_key()?.is_some();
     let next = resume.filter(|_| more);
     let rows: Vec<_> = entries
         .iter()

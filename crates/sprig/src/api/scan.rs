@@ -177,6 +177,20 @@ impl Cursor {
         Ok(out)
     }
 
+    /// The key of the entry the cursor yields next, without reading its value (reading its
+    /// page if need be); `None` at the end of the range.
+    pub fn peek_key(&mut self) -> Result<Option<KeyPath>> {
+        if self.failed {
+            return Ok(None);
+        }
+        self.fill_or_stop()?;
+        Ok(self
+            .buffer
+            .front()
+            .and_then(|(page, i)| page.entry(*i))
+            .map(|e| *e.key))
+    }
+
     /// The key to continue from: a cursor on the same version over the range from this key
     /// on (reverse: up to and including it) yields exactly what this one has not yielded yet.
     /// `None` once every entry of the range was yielded.
@@ -187,6 +201,16 @@ impl Cursor {
     /// The view the cursor reads.
     pub fn view(&self) -> &ReadView {
         &self.view
+    }
+
+    /// [`Cursor::fill`]; after an error the cursor yields nothing more.
+    fn fill_or_stop(&mut self) -> Result<()> {
+        let filled = self.fill();
+        if filled.is_err() {
+            self.failed = true;
+            self.buffer.clear();
+        }
+        filled
     }
 
     /// Load the next batch of pages into the buffer.
@@ -216,17 +240,15 @@ impl Cursor {
             let (lo, hi) = if self.reverse { (lo, from) } else { (from, hi) };
             let loaded = self.view.inner.load_pages(&pages, ReadKind::Lookup)?;
             for page in loaded {
-                let mut wanted: Vec<usize> = page
-                    .iter()
-                    .enumerate()
-                    .filter(|(_, e)| *e.key >= lo && *e.key <= hi)
-                    .map(|(i, _)| i)
-                    .collect();
+                let n = page.len();
+                let inside =
+                    |i: &usize| page.entry(*i).is_some_and(|e| *e.key >= lo && *e.key <= hi);
+                let take = |i: usize| (page.clone(), i);
                 if self.reverse {
-                    wanted.reverse();
+                    self.buffer.extend((0..n).rev().filter(inside).map(take));
+                } else {
+                    self.buffer.extend((0..n).filter(inside).map(take));
                 }
-                self.buffer
-                    .extend(wanted.into_iter().map(|i| (page.clone(), i)));
             }
         }
         Ok(())
@@ -240,9 +262,7 @@ impl Iterator for Cursor {
         if self.failed {
             return None;
         }
-        if let Err(e) = self.fill() {
-            self.failed = true;
-            self.buffer.clear();
+        if let Err(e) = self.fill_or_stop() {
             return Some(Err(e));
         }
         let Some((page, i)) = self.buffer.pop_front() else {

@@ -76,11 +76,7 @@ impl Db {
         }
         let head = inner.head();
         // The version must survive a power loss before a snapshot can name it.
-        if !w.log_durable {
-            w.guarded(|w| w.wal()?.sync())?;
-            w.log_durable = true;
-        }
-        let newest = w.table.segments.keys().next_back().copied().unwrap_or(0);
+        w.make_log_durable()?;
         let header = SnapshotHeader {
             name: name.to_string(),
             seq: head.seq,
@@ -89,7 +85,7 @@ impl Db {
                 .map(|d| d.as_secs())
                 .unwrap_or(0),
             db_root: head.tables.db_root(),
-            pinned_segments: newest.max(w.table.active),
+            pinned_segments: w.table.newest_id(),
         };
         SnapshotFile {
             header: header.clone(),

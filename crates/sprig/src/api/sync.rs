@@ -40,12 +40,9 @@ impl ReadView {
             Some(e) => self.range_in(table, start..e),
             None => self.range_in(table, start..),
         };
-        let mut entries = cursor.next_n(max_entries)?;
-        let end = match cursor.next().transpose()? {
-            Some((first_left_out, _)) => Some(first_left_out),
-            None => end,
-        };
-        entries.truncate(max_entries);
+        let entries = cursor.next_n(max_entries)?;
+        // Cut short: the chunk ends at the first key left out (its value is not read).
+        let end = cursor.peek_key()?.or(end);
         let start_proof = self.path_proof_in(table, &start)?;
         let end_proof = end.map(|e| self.path_proof_in(table, &e)).transpose()?;
         let proof = range_proof_from_paths(

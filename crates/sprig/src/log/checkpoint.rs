@@ -232,27 +232,27 @@ impl Checkpoint {
 /// Append every table of `tables` (descriptions, roots, entry counts, directories) and their
 /// union states: the part of a checkpoint that a named snapshot stores too.
 pub(crate) fn encode_tables(tables: &Tables, out: &mut Vec<u8>) -> Result<()> {
-        out.put_u32(tables.next_id());
-        out.put_count(tables.count());
-        for (id, dir) in tables.dirs() {
-            let def = tables
-                .def(id)
-                .ok_or_else(|| Error::internal("a table without a description"))?;
-            encode_table_def(&def, out);
-            out.extend_from_slice(&dir.root_node());
-            out.put_u64(dir.len());
-            encode_subtree(&dir.tree(), out).map_err(|e| {
-                Error::internal(format!("cannot save an unwritten version: {e}"))
-            })?;
-        }
-        let unions: Vec<_> = tables.unions().collect();
-        out.put_count(unions.len());
-        for (id, state) in unions {
-            out.put_u32(id);
-            encode_union_state(state, out).map_err(|e| {
-                Error::internal(format!("cannot save an unwritten version: {e}"))
-            })?;
-        }
+    out.put_u32(tables.next_id());
+    out.put_count(tables.count());
+    for (id, dir) in tables.dirs() {
+        let def = tables
+            .def(id)
+            .ok_or_else(|| Error::internal("a table without a description"))?;
+        encode_table_def(&def, out);
+        out.extend_from_slice(&dir.root_node());
+        out.put_u64(dir.len());
+        encode_subtree(&dir.tree(), out).map_err(|e| {
+            Error::internal(format!("cannot save an unwritten version: {e}"))
+        })?;
+    }
+    let unions: Vec<_> = tables.unions().collect();
+    out.put_count(unions.len());
+    for (id, state) in unions {
+        out.put_u32(id);
+        encode_union_state(state, out).map_err(|e| {
+            Error::internal(format!("cannot save an unwritten version: {e}"))
+        })?;
+    }
     Ok(())
 }
 
@@ -268,61 +268,61 @@ pub(crate) fn decode_tables(
     bad: &dyn Fn(usize, &str) -> Error,
 ) -> Result<Tables> {
     let de = |e: crate::codec::DecodeError| bad(e.at, e.what);
-        let next_id = r.u32().map_err(de)?;
-        let n = r.count(4 + 2 + 1 + 32 + 8 + MIN_NODE_BYTES).map_err(de)?;
-        let mut default = None;
-        let mut others = Vec::new();
-        for i in 0..n {
+    let next_id = r.u32().map_err(de)?;
+    let n = r.count(4 + 2 + 1 + 32 + 8 + MIN_NODE_BYTES).map_err(de)?;
+    let mut default = None;
+    let mut others = Vec::new();
+    for i in 0..n {
+        let at = r.position();
+        let def = decode_table_def(r).map_err(de)?;
+        let root: Node = r.array().map_err(de)?;
+        let entries = r.u64().map_err(de)?;
+        let tree = decode_subtree(r, arena, hasher, 0).map_err(de)?;
+        check_subtree_locs(&tree, segment_blocks).map_err(|what| bad(at, &what))?;
+        let dir = Directory::from_root(hasher, tree);
+        if dir.root_node() != root {
+            return Err(bad(
+                at,
+                &format!(
+                    "stored directory of table {:?} hashes to {} but states root {}",
+                    def.name,
+                    hex(&dir.root_node()),
+                    hex(&root)
+                ),
+            ));
+        }
+        if dir.len() != entries {
+            return Err(bad(
+                at,
+                "stored entry count disagrees with its directory",
+            ));
+        }
+        if i == 0 {
+            if def != Tables::default_def() {
+                return Err(bad(at, "stored tables do not start with the default table"));
+            }
+            default = Some(dir);
+        } else {
+            others.push(Table {
+                def: Arc::new(def),
+                dir,
+            });
+        }
+    }
+    let mut unions = Vec::new();
+    if with_unions {
+        let n = r.count(4 + 4 + 1 + 8 + 4).map_err(de)?;
+        for _ in 0..n {
             let at = r.position();
-            let def = decode_table_def(r).map_err(de)?;
-            let root: Node = r.array().map_err(de)?;
-            let entries = r.u64().map_err(de)?;
-            let tree = decode_subtree(r, arena, hasher, 0).map_err(de)?;
-            check_subtree_locs(&tree, segment_blocks).map_err(|what| bad(at, &what))?;
-            let dir = Directory::from_root(hasher, tree);
-            if dir.root_node() != root {
-                return Err(bad(
-                    at,
-                    &format!(
-                        "stored directory of table {:?} hashes to {} but states root {}",
-                        def.name,
-                        hex(&dir.root_node()),
-                        hex(&root)
-                    ),
-                ));
+            let id = r.u32().map_err(de)?;
+            let state = decode_union_state(r, arena, hasher).map_err(de)?;
+            for dir in &state.inputs {
+                check_subtree_locs(&dir.tree(), segment_blocks)
+                    .map_err(|what| bad(at, &what))?;
             }
-            if dir.len() != entries {
-                return Err(bad(
-                    at,
-                    "stored entry count disagrees with its directory",
-                ));
-            }
-            if i == 0 {
-                if def != Tables::default_def() {
-                    return Err(bad(at, "stored does not start with the default table"));
-                }
-                default = Some(dir);
-            } else {
-                others.push(Table {
-                    def: Arc::new(def),
-                    dir,
-                });
-            }
+            unions.push((id, state));
         }
-        let mut unions = Vec::new();
-        if with_unions {
-            let n = r.count(4 + 4 + 1 + 8 + 4).map_err(de)?;
-            for _ in 0..n {
-                let at = r.position();
-                let id = r.u32().map_err(de)?;
-                let state = decode_union_state(r, arena, hasher).map_err(de)?;
-                for dir in &state.inputs {
-                    check_subtree_locs(&dir.tree(), segment_blocks)
-                        .map_err(|what| bad(at, &what))?;
-                }
-                unions.push((id, state));
-            }
-        }
+    }
     let default = default.ok_or_else(|| bad(0, "stored tables hold no default table"))?;
     Tables::from_parts(default, others, next_id, unions).map_err(|e| bad(0, &e.to_string()))
 }

@@ -75,6 +75,11 @@ pub(crate) fn install_file(
 
 /// The whole of the small file `name`.
 pub(crate) fn read_file(storage: &dyn Storage, name: &str) -> Result<Vec<u8>> {
+    read_file_start(storage, name, usize::MAX)
+}
+
+/// The first `max` bytes of file `name` (all of it if shorter).
+pub(crate) fn read_file_start(storage: &dyn Storage, name: &str, max: usize) -> Result<Vec<u8>> {
     let file = storage
         .open(
             name,
@@ -85,7 +90,9 @@ pub(crate) fn read_file(storage: &dyn Storage, name: &str) -> Result<Vec<u8>> {
         )
         .map_err(|e| Error::io("opening", name, e))?;
     let len = file.size().map_err(|e| Error::io("reading", name, e))?;
-    let len = usize::try_from(len).map_err(|_| Error::corruption(name, 0, "too large"))?;
+    let len = usize::try_from(len)
+        .map_err(|_| Error::corruption(name, 0, "too large"))?
+        .min(max);
     let mut bytes = vec![0u8; len];
     file.read_at(&mut bytes, 0)
         .map_err(|e| Error::io("reading", name, e))?;

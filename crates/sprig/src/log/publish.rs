@@ -365,10 +365,7 @@ impl Log {
         if ready.is_empty() {
             return Ok(0);
         }
-        if !w.log_durable {
-            w.guarded(|w| w.wal()?.sync())?;
-            w.log_durable = true;
-        }
+        w.make_log_durable()?;
         let mut deleted = 0;
         for id in ready {
             w.emptied.remove(&id);

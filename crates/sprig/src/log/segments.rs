@@ -482,20 +482,24 @@ impl SegmentTable {
         }
     }
 
+    /// The highest segment id in use (the active segment's, or a higher one a relocation
+    /// wrote).
+    pub fn newest_id(&self) -> u32 {
+        let newest = self.segments.keys().next_back().copied().unwrap_or(0);
+        newest.max(self.active)
+    }
+
     /// Reserve `blocks` contiguous blocks, opening a new segment if the active one cannot
     /// hold them. A record larger than a segment gets a segment of its own. Fails, reserving
     /// nothing, when no segment id is left.
     pub fn allocate(&mut self, blocks: u32) -> Result<u64> {
         let used = self.segments.get(&self.active).map_or(0, |m| m.used_blocks);
         if used > 0 && u64::from(used) + u64::from(blocks) > u64::from(self.segment_blocks) {
-            let newest = self.segments.keys().next_back().copied().unwrap_or(0);
+            let newest = self.newest_id();
             let next = newest
-                .max(self.active)
                 .checked_add(1)
                 .filter(|id| *id <= MAX_SEGMENT_ID)
-                .ok_or(Error::SegmentIdsExhausted {
-                    last: newest.max(self.active),
-                })?;
+                .ok_or(Error::SegmentIdsExhausted { last: newest })?;
             self.active = next;
             self.segments.insert(next, SegmentMeta::default());
         }

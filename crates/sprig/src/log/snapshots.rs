@@ -242,22 +242,7 @@ pub fn load_header(
     hasher: Hasher,
     segment_blocks: u32,
 ) -> Result<SnapshotHeader> {
-    let f = storage
-        .open(
-            file,
-            crate::io::OpenOptions {
-                create: false,
-                direct: false,
-            },
-        )
-        .map_err(|e| Error::io("opening", file, e))?;
-    let size = f.size().map_err(|e| Error::io("reading", file, e))?;
-    let len = usize::try_from(size)
-        .unwrap_or(usize::MAX)
-        .min(MAX_HEADER_BYTES);
-    let mut bytes = vec![0u8; len];
-    f.read_at(&mut bytes, 0)
-        .map_err(|e| Error::io("reading", file, e))?;
+    let bytes = crate::log::read_file_start(storage, file, MAX_HEADER_BYTES)?;
     let (header, _) = decode_header(file, &bytes, hasher, segment_blocks)?;
     if parse_snapshot_file_name(file) != Some(header.name.as_str()) {
         return Err(Error::corruption(

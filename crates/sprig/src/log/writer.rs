@@ -71,6 +71,15 @@ impl Writer {
         head.pinned_segments().max(snapshots)
     }
 
+    /// Sync the log unless every record appended is durable already (a failure poisons).
+    pub fn make_log_durable(&mut self) -> Result<()> {
+        if !self.log_durable {
+            self.guarded(|w| w.wal()?.sync())?;
+            self.log_durable = true;
+        }
+        Ok(())
+    }
+
     /// Fail unless writes are allowed: the database is not read-only and no earlier write
     /// failure poisoned it.
     pub fn check_writable(&self) -> Result<()> {

@@ -12,6 +12,7 @@
 //! instead every segment up to [`UnionState::pinned_segments`] (the segments that existed when
 //! the union started) is neither cleaned nor deleted while the union runs.
 
+use crate::state::prefix::key_after;
 use crate::state::directory::Directory;
 use sprig_core::trie::KeyPath;
 
@@ -74,7 +75,7 @@ impl UnionState {
     pub fn next_key(&self) -> Option<KeyPath> {
         match self.through {
             None => Some([0; 32]),
-            Some(t) => successor(&t),
+            Some(t) => key_after(&t),
         }
     }
 
@@ -89,35 +90,5 @@ impl UnionState {
                 .iter()
                 .zip(&other.inputs)
                 .all(|(a, b)| a.root_node() == b.root_node() && a.len() == b.len())
-    }
-}
-
-/// The key after `key` in key-path order (none after the last).
-pub fn successor(key: &KeyPath) -> Option<KeyPath> {
-    let mut next = *key;
-    for byte in next.iter_mut().rev() {
-        if *byte == u8::MAX {
-            *byte = 0;
-        } else {
-            *byte += 1;
-            return Some(next);
-        }
-    }
-    None
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn successor_carries_and_ends_at_the_last_key() {
-        let mut k = [0u8; 32];
-        k[31] = 0xff;
-        let mut want = [0u8; 32];
-        want[30] = 1;
-        assert_eq!(successor(&k), Some(want));
-        assert_eq!(successor(&[0xff; 32]), None);
-        assert_eq!(successor(&[0; 32]).map(|k| k[31]), Some(1));
     }
 }

@@ -116,11 +116,10 @@ impl Inner {
                 let id = def.id;
                 record.created.push(def);
                 // Every segment that exists now may hold the inputs' data.
-                let newest = w.table.segments.keys().next_back().copied().unwrap_or(0);
                 record.unions.push(UnionChange::Start {
                     table: id,
                     inputs,
-                    pinned_segments: newest.max(w.table.active),
+                    pinned_segments: w.table.newest_id(),
                 });
                 id
             }
