@@ -26,14 +26,15 @@
 pub mod failpoint;
 
 // The layers, data flowing down only: api → write → state + log → io (checked by
-// `tests/layering.rs`). `codec`, `error`, `options`, `resolve` and `stats` are shared by every layer and
-// use nothing but `io`.
+// `tests/layering.rs`). `codec`, `error`, `options`, `resolve`, `stats` and `telemetry` are
+// shared by every layer and use nothing but `io`.
 mod api;
 mod error;
 pub mod io;
 mod options;
 pub mod resolve;
 mod stats;
+pub mod telemetry;
 
 /// Declares an engine-internal module: crate-private, or public with the `internals` feature
 /// (for the fuzzers, the torture tool and white-box tests), never part of the stable API.
@@ -73,6 +74,7 @@ pub use options::{Options, SyncPolicy};
 pub use sprig_core::{self as core, Hasher, KeyPath, Node, SyncChunk, SyncVerifier, TableProof};
 pub use state::page::MAX_VALUE_BYTES;
 pub use stats::{ReadKind, Stats};
+pub use telemetry::describe_metrics;
 pub use write::{
     BulkOptions, BulkPhase, BulkProgress, BulkReport, CommitInfo, ImportOptions,
     DEFAULT_IMPORT_MEMORY_BYTES, MIN_IMPORT_MEMORY_BYTES,

@@ -60,6 +60,10 @@ pub struct Options {
     /// Resolvers for upserts, beyond the built-ins (see [`crate::resolve`]); register them
     /// with [`Options::resolver`]. Default: none.
     pub resolvers: Resolvers,
+    /// The value of the label `db` on every metric this database records (see
+    /// [`crate::telemetry`]), to tell several databases in one process apart. Default:
+    /// `"default"`.
+    pub metrics_name: String,
 }
 
 impl Default for Options {
@@ -78,6 +82,7 @@ impl Default for Options {
             retained_versions: 4,
             max_overlay_bytes: 4 << 30,
             resolvers: Resolvers::default(),
+            metrics_name: "default".to_string(),
         }
     }
 }

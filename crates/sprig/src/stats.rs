@@ -1,7 +1,9 @@
 //! Counters of what the engine does: SSD page reads by kind of operation, bytes moved, page
 //! splits and merges, cleaner copies, cache hits. Updated with relaxed atomics; read as a
-//! [`Stats`] snapshot, which also names the I/O backend in use.
+//! [`Stats`] snapshot, which also names the I/O backend in use. Every update is mirrored to
+//! the `metrics` facade (see [`crate::telemetry`]).
 
+use crate::telemetry::Metrics;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Why a page was read from the SSD.
@@ -18,7 +20,6 @@ pub enum ReadKind {
 }
 
 /// The live counters.
-#[derive(Default)]
 pub struct Counters {
     lookup_reads: AtomicU64,
     batch_reads: AtomicU64,
@@ -37,6 +38,8 @@ pub struct Counters {
     commits: AtomicU64,
     checkpoints: AtomicU64,
     hashes_needed: AtomicU64,
+    /// The same updates, for the installed metrics recorder.
+    pub(crate) metrics: Metrics,
 }
 
 fn add(c: &AtomicU64, n: u64) {
@@ -44,34 +47,68 @@ fn add(c: &AtomicU64, n: u64) {
 }
 
 impl Counters {
+    /// Zeroed counters, mirrored to metrics labelled `db = metrics_name`.
+    pub fn new(metrics_name: &str) -> Counters {
+        let z = AtomicU64::default;
+        Counters {
+            lookup_reads: z(),
+            batch_reads: z(),
+            proof_reads: z(),
+            maintenance_reads: z(),
+            value_reads: z(),
+            bytes_read: z(),
+            bytes_written: z(),
+            pages_written: z(),
+            page_splits: z(),
+            page_merges: z(),
+            cleaner_pages_copied: z(),
+            cleaner_values_copied: z(),
+            segments_deleted: z(),
+            cache_hits: z(),
+            commits: z(),
+            checkpoints: z(),
+            hashes_needed: z(),
+            metrics: Metrics::new(metrics_name),
+        }
+    }
+
     /// Count `n` pages read from the SSD for `kind`.
     pub fn page_reads(&self, kind: ReadKind, n: u64) {
-        let c = match kind {
-            ReadKind::Lookup => &self.lookup_reads,
-            ReadKind::Batch => &self.batch_reads,
-            ReadKind::Proof => &self.proof_reads,
-            ReadKind::Maintenance => &self.maintenance_reads,
+        let (c, i) = match kind {
+            ReadKind::Lookup => (&self.lookup_reads, 0),
+            ReadKind::Batch => (&self.batch_reads, 1),
+            ReadKind::Proof => (&self.proof_reads, 2),
+            ReadKind::Maintenance => (&self.maintenance_reads, 3),
         };
+        let bytes = n * crate::io::BLOCK_BYTES as u64;
         add(c, n);
-        add(&self.bytes_read, n * crate::io::BLOCK_BYTES as u64);
+        add(&self.bytes_read, bytes);
+        self.metrics.page_reads[i].increment(n);
+        self.metrics.bytes_read.increment(bytes);
     }
 
     /// Count a value read of `bytes` bytes from the value log.
     pub fn value_read(&self, bytes: u64) {
         add(&self.value_reads, 1);
         add(&self.bytes_read, bytes);
+        self.metrics.value_reads.increment(1);
+        self.metrics.bytes_read.increment(bytes);
     }
 
     /// Count bytes written to segment files and the log.
     pub fn written(&self, bytes: u64, pages: u64) {
         add(&self.bytes_written, bytes);
         add(&self.pages_written, pages);
+        self.metrics.bytes_written.increment(bytes);
+        self.metrics.pages_written.increment(pages);
     }
 
     /// Count page splits and merges.
     pub fn reshaped(&self, splits: u64, merges: u64) {
         add(&self.page_splits, splits);
         add(&self.page_merges, merges);
+        self.metrics.page_splits.increment(splits);
+        self.metrics.page_merges.increment(merges);
     }
 
     /// Count data the cleaner copied forward.
@@ -79,26 +116,33 @@ impl Counters {
         add(&self.cleaner_pages_copied, pages);
         add(&self.cleaner_values_copied, values);
         add(&self.segments_deleted, segments_deleted);
+        self.metrics.cleaner_pages.increment(pages);
+        self.metrics.cleaner_values.increment(values);
+        self.metrics.segments_deleted.increment(segments_deleted);
     }
 
     /// Count page-cache hits.
     pub fn cache_hits(&self, n: u64) {
         add(&self.cache_hits, n);
+        self.metrics.cache_hits.increment(n);
     }
 
     /// Count a commit.
     pub fn commit(&self) {
         add(&self.commits, 1);
+        self.metrics.commits.increment(1);
     }
 
     /// Count the hash computations a finished batch needed at the least.
     pub fn hashes_needed(&self, n: u64) {
         add(&self.hashes_needed, n);
+        self.metrics.hashes_needed.increment(n);
     }
 
     /// Count a checkpoint.
     pub fn checkpoint(&self) {
         add(&self.checkpoints, 1);
+        self.metrics.checkpoints.increment(1);
     }
 
     /// A snapshot of the counters.

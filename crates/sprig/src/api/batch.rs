@@ -267,6 +267,9 @@ impl WriteBatch {
     /// Apply the batch in memory: an overlay with the new roots, and the witness of every key
     /// read or written against the base roots, per table.
     pub fn finish(mut self) -> Result<Pending> {
+        let _span =
+            tracing::debug_span!(target: "sprig", "sprig.finish", base = self.base.seq).entered();
+        let started = std::time::Instant::now();
         self.base.check_usable(self.inner.head().seq)?;
         let new_seq = self
             .base
@@ -309,6 +312,11 @@ impl WriteBatch {
             tables,
             overlay: Some(OverlayState::new(self.base.clone(), parts, charge)),
         });
+        self.inner
+            .counters
+            .metrics
+            .finish_seconds
+            .record(started.elapsed().as_secs_f64());
         Ok(Pending {
             inner: self.inner,
             version,

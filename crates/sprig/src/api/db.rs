@@ -23,7 +23,7 @@ use crate::log::Log;
 use crate::options::Options;
 use crate::state::cache::PageCache;
 use crate::state::directory::Arena;
-use crate::state::tables::{Tables, DEFAULT_TABLE_ID};
+use crate::state::tables::Tables;
 use crate::state::version::OverlayMemory;
 use crate::state::version::Version;
 use crate::state::versions::Versions;
@@ -194,6 +194,8 @@ impl Db {
         lock: Option<std::fs::File>,
         access: Access,
     ) -> Result<Db> {
+        let _span = tracing::info_span!(target: "sprig", "sprig.open", db = %options.metrics_name)
+            .entered();
         let manifest = match Manifest::load(storage.as_ref())? {
             Some(m) => {
                 if let Some(requested) = options.hasher {
@@ -278,6 +280,11 @@ impl Db {
         );
         writer.snapshots = named;
         writer.damaged_snapshots = damaged;
+        let counters = Counters::new(&options.metrics_name);
+        let overlay_memory = Arc::new(OverlayMemory::with_gauges(
+            counters.metrics.overlay_bytes.clone(),
+            counters.metrics.overlays.clone(),
+        ));
         let inner = Inner {
             path,
             hasher: manifest.hasher,
@@ -288,9 +295,9 @@ impl Db {
                 writer: Mutex::new(writer),
             },
             cache: PageCache::new(options.page_cache_bytes),
-            counters: Counters::default(),
+            counters,
             versions,
-            overlay_memory: Arc::new(OverlayMemory::default()),
+            overlay_memory,
             recovery: recovered.report,
             options,
             io,
@@ -299,7 +306,14 @@ impl Db {
         let db = Db {
             inner: Arc::new(inner),
         };
-        db.inner.refresh_emptied(&mut db.inner.log.writer.lock());
+        {
+            let mut w = db.inner.log.writer.lock();
+            db.inner.refresh_emptied(&mut w);
+            db.inner.record_gauges(&w);
+        }
+        for finding in db.inner.recovery.findings() {
+            tracing::warn!(target: "sprig", db = %db.inner.options.metrics_name, "recovery: {finding}");
+        }
         Ok(db)
     }
 
@@ -538,6 +552,7 @@ impl Db {
     where
         I: IntoIterator<Item = Result<(KeyPath, Vec<u8>)>>,
     {
+        let _span = tracing::info_span!(target: "sprig", "sprig.bulk_load").entered();
         let buffer_bytes = usize::try_from(options.buffer_bytes).unwrap_or(usize::MAX);
         self.inner
             .bulk_load_checked(items, progress, buffer_bytes, options.expected_items)
@@ -561,8 +576,7 @@ impl Db {
     where
         I: IntoIterator<Item = Result<(KeyPath, Option<Vec<u8>>)>>,
     {
-        self.inner
-            .import_sorted(ImportTarget::Existing(DEFAULT_TABLE_ID), changes, options)
+        self.import_sorted_into(&Table::default_table(), changes, options)
     }
 
     /// [`Db::import_sorted`] into `table`.
@@ -575,6 +589,8 @@ impl Db {
     where
         I: IntoIterator<Item = Result<(KeyPath, Option<Vec<u8>>)>>,
     {
+        let _span =
+            tracing::info_span!(target: "sprig", "sprig.import", table = table.name()).entered();
         table.dir(&self.inner.head().tables)?;
         self.inner
             .import_sorted(ImportTarget::Existing(table.id), changes, options)
@@ -584,6 +600,7 @@ impl Db {
     /// `seq` is not retained (see `Options::retained_versions`). Rolling back to the latest
     /// version does nothing.
     pub fn rollback_to(&self, seq: u64) -> Result<CommitInfo> {
+        let _span = tracing::info_span!(target: "sprig", "sprig.rollback", seq).entered();
         self.inner.rollback_to(seq)
     }
 }

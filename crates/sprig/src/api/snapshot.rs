@@ -67,6 +67,7 @@ impl Db {
     /// assert_eq!(db.view().get(&[1u8; 32]).unwrap().as_deref(), Some(&b"before"[..]));
     /// ```
     pub fn save_snapshot(&self, name: &str) -> Result<SnapshotInfo> {
+        let _span = tracing::info_span!(target: "sprig", "sprig.snapshot.save", name).entered();
         check_snapshot_name(name)?;
         let inner = &self.inner;
         let mut w = inner.log.writer.lock();
@@ -190,6 +191,7 @@ impl Db {
     /// [`Db::rollback_to`], for any snapshot however old): every table as it was, tables
     /// created since dropped, tables dropped since back. Copies no data. The snapshot stays.
     pub fn restore_snapshot(&self, name: &str) -> Result<CommitInfo> {
+        let _span = tracing::info_span!(target: "sprig", "sprig.snapshot.restore", name).entered();
         let view = self.open_snapshot(name)?;
         let mut w = self.inner.log.writer.lock();
         w.check_writable()?;

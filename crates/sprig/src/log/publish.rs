@@ -31,6 +31,7 @@ use crate::log::Log;
 use crate::options::SyncPolicy;
 use crate::state::tables::Tables;
 use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
 
 /// Blocks staged for writing: consecutive blocks are gathered in one aligned buffer of at
 /// most [`STAGE_BLOCKS`] blocks and written with one call when the buffer is full, when the
@@ -155,6 +156,10 @@ pub(crate) struct Published {
     pub tables: Tables,
     pub data_bytes: u64,
     pub log_bytes: u64,
+    /// Time spent syncing the segments written.
+    pub sync_took: Duration,
+    /// Time spent appending (and syncing) the record.
+    pub log_took: Duration,
 }
 
 impl Log {
@@ -188,6 +193,7 @@ impl Log {
             // Failpoint (feature `failpoints`): a new segment file written, not yet synced.
             failpoint!("commit.segment_created");
         }
+        let sync_started = Instant::now();
         self.sync_segments(&staged.touched)?;
         if !created.is_empty() {
             self.storage
@@ -196,6 +202,8 @@ impl Log {
         }
         // Failpoint (feature `failpoints`): pages durable, no commit record yet.
         failpoint!("commit.pages_synced");
+        let sync_took = sync_started.elapsed();
+        let log_started = Instant::now();
         let sync = self.sync == SyncPolicy::Always;
         let flags = match (sync, w.log_durable) {
             (true, _) => FLAG_SYNCED | FLAG_PRIOR_DURABLE,
@@ -204,6 +212,7 @@ impl Log {
         };
         let log_bytes = w.wal()?.append(record.seq, &payload, flags, sync)?;
         w.log_durable = sync;
+        let log_took = log_started.elapsed();
         // Failpoint (feature `failpoints`): the commit is durable but not yet published.
         failpoint!("commit.record_synced");
         let (wal_id, _) = w.log_position()?;
@@ -213,6 +222,8 @@ impl Log {
             tables,
             data_bytes,
             log_bytes,
+            sync_took,
+            log_took,
         })
     }
 

@@ -99,6 +99,7 @@ impl Writer {
         let result = f(self);
         if let Err(e) = &result {
             if self.poisoned.is_none() {
+                tracing::error!(target: "sprig", "writer poisoned, writes refused until reopened: {e}");
                 self.poisoned = Some(e.to_string());
             }
         }

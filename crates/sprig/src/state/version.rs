@@ -48,14 +48,24 @@ const DISCARDED: u8 = 2;
 /// [`OverlayState::mark_committed`] runs; readers must not see it as superseded meanwhile.
 const COMMITTING: u8 = 3;
 
-/// Bytes of overlay memory in use, shared by every overlay of a database.
+/// Bytes of overlay memory in use, shared by every overlay of a database, mirrored to two
+/// metrics gauges (bytes, overlays).
 #[derive(Default)]
 pub(crate) struct OverlayMemory {
     bytes: AtomicU64,
     count: AtomicU64,
+    gauges: Option<(metrics::Gauge, metrics::Gauge)>,
 }
 
 impl OverlayMemory {
+    /// Accounting that also moves the gauges `bytes` and `count`.
+    pub fn with_gauges(bytes: metrics::Gauge, count: metrics::Gauge) -> OverlayMemory {
+        OverlayMemory {
+            gauges: Some((bytes, count)),
+            ..OverlayMemory::default()
+        }
+    }
+
     /// Reserve `bytes` against `limit`, or fail with a sentence saying what to do.
     pub fn charge(self: &Arc<Self>, bytes: u64, limit: u64) -> Result<MemoryCharge> {
         let before = self.bytes.fetch_add(bytes, Ordering::Relaxed);
@@ -68,6 +78,10 @@ impl OverlayMemory {
             });
         }
         self.count.fetch_add(1, Ordering::Relaxed);
+        if let Some((b, c)) = &self.gauges {
+            b.increment(bytes as f64);
+            c.increment(1.0);
+        }
         Ok(MemoryCharge {
             memory: self.clone(),
             bytes,
@@ -95,6 +109,10 @@ impl Drop for MemoryCharge {
     fn drop(&mut self) {
         self.memory.bytes.fetch_sub(self.bytes, Ordering::Relaxed);
         self.memory.count.fetch_sub(1, Ordering::Relaxed);
+        if let Some((b, c)) = &self.memory.gauges {
+            b.decrement(self.bytes as f64);
+            c.decrement(1.0);
+        }
     }
 }
 

@@ -15,8 +15,10 @@ use crate::state::tables::TableId;
 use crate::state::version::Version;
 use crate::write::cleaner::CleanMode;
 use sprig_core::trie::KeyPath;
+use crate::telemetry::Phase;
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
+use std::time::Instant;
 
 /// Where the value records written by a commit went.
 #[derive(Default)]
@@ -51,6 +53,8 @@ impl Inner {
     /// Commit the overlay `version` and its uncommitted ancestors (oldest first), with
     /// cleaning in `mode`. Returns what the last commit did.
     pub(crate) fn commit(&self, version: Arc<Version>, mode: CleanMode) -> Result<CommitInfo> {
+        let _span = tracing::debug_span!(target: "sprig", "sprig.commit", seq = version.seq).entered();
+        let started = Instant::now();
         let mut w = self.log.writer.lock();
         let mut chain: Vec<Arc<Version>> = Vec::new();
         let mut v = version.clone();
@@ -83,7 +87,12 @@ impl Inner {
         for version in chain.into_iter().rev() {
             last = Some(self.commit_one(&mut w, &version, mode)?);
         }
-        last.ok_or_else(|| Error::internal("a commit chain with nothing to commit"))
+        let info = last.ok_or_else(|| Error::internal("a commit chain with nothing to commit"))?;
+        self.counters
+            .metrics
+            .commit_seconds
+            .record(started.elapsed().as_secs_f64());
+        Ok(info)
     }
 
     /// Commit one overlay whose parent is the latest version.
@@ -166,6 +175,7 @@ impl Inner {
             .filter(|(_, m)| m.used_blocks > 0)
             .map(|(id, _)| *id)
             .collect();
+        let write_started = Instant::now();
         let mut stager = Stager::new(&self.log.segments);
         let mut written_pages: Vec<(u64, Arc<Page>)> = Vec::new();
         // In-memory pages this commit writes: released from memory once it is durable.
@@ -245,6 +255,8 @@ impl Inner {
             .copied()
             .collect();
         let staged = stager.finish()?;
+        let metrics = &self.counters.metrics;
+        metrics.phase(Phase::Write, write_started.elapsed());
         // From here until `mark_committed` the head may already carry this overlay's
         // sequence number: readers must see it as being committed, not superseded.
         if !pending.begin_commit() {
@@ -266,8 +278,12 @@ impl Inner {
         let Published {
             data_bytes,
             log_bytes,
+            sync_took,
+            log_took,
             ..
         } = published.inspect_err(|_| pending.abort_commit())?;
+        metrics.phase(Phase::Sync, sync_took);
+        metrics.phase(Phase::Log, log_took);
         pending.mark_committed(locs.new.clone(), head.clone());
         for (l, page) in written_pages.iter() {
             self.cache.insert(*l, page.clone());
@@ -293,8 +309,10 @@ impl Inner {
         self.counters.reshaped(pending.parts.splits, pending.parts.merges);
         self.counters.cleaned(pages_relocated, values_relocated, 0);
 
+        let housekeeping_started = Instant::now();
         self.refresh_emptied(w);
         self.after_commit(w)?;
+        metrics.phase(Phase::Housekeeping, housekeeping_started.elapsed());
         Ok(CommitInfo {
             seq,
             root: version.tables.default_dir().root_node(),

@@ -98,12 +98,32 @@ impl Inner {
             self.log
                 .delete_emptied(w, self.versions.oldest_pinned(), self.head().seq)?;
         self.counters.cleaned(0, 0, deleted);
+        self.record_gauges(w);
         Ok(())
+    }
+
+    /// Set the size gauges of [`crate::telemetry`] to what the latest version holds (O(1)).
+    pub fn record_gauges(&self, w: &Writer) {
+        let m = &self.counters.metrics;
+        let head = self.head();
+        let block = crate::io::BLOCK_BYTES as f64;
+        let disk = w.table.used_blocks() as f64 * block;
+        let live = w.table.live_blocks() as f64 * block;
+        m.seq.set(head.seq as f64);
+        m.entries.set(head.tables.total_len() as f64);
+        m.disk_bytes.set(disk);
+        m.live_bytes.set(live);
+        m.space_amplification
+            .set(if live > 0.0 { disk / live } else { 1.0 });
+        m.cached_pages.set(self.cache.len() as f64);
+        m.retained_versions
+            .set(self.versions.retained_count() as f64);
     }
 
     /// Checkpoint the oldest retained version and rotate the log (see
     /// [`Log::checkpoint`]).
     pub fn checkpoint_locked(&self, w: &mut Writer) -> Result<()> {
+        let _span = tracing::debug_span!(target: "sprig", "sprig.checkpoint").entered();
         w.check_writable()?;
         let seq = w
             .history
