@@ -53,9 +53,89 @@ pub struct Cli {
     /// Read from this named snapshot instead of the latest version (get, scan, export, prove).
     #[arg(long, global = true, value_name = "NAME")]
     pub snapshot: Option<String>,
+    /// How the database is opened: cache, sync policy, I/O backend.
+    #[command(flatten)]
+    pub engine: EngineArgs,
     /// The command.
     #[command(subcommand)]
     pub command: Command,
+}
+
+/// Options of the engine, for every command that opens a database (see docs/CLI.md,
+/// "Choosing options").
+#[derive(Debug, Args)]
+pub struct EngineArgs {
+    /// Page cache in MiB [default: 64].
+    #[arg(long, global = true, env = "SPRIG_CACHE_MIB", value_name = "MIB")]
+    pub cache_mib: Option<u64>,
+    /// When commits reach the disk: `always` (durable when the command returns) or `never`
+    /// (a crash of the machine may lose the latest commits, never corrupts) [default: always].
+    #[arg(
+        long,
+        global = true,
+        env = "SPRIG_SYNC",
+        value_enum,
+        value_name = "POLICY"
+    )]
+    pub sync: Option<SyncArg>,
+    /// How reads are issued: `io-uring` (falls back to posix where the kernel refuses it),
+    /// `io-uring-required` (an error instead) or `posix` [default: io-uring].
+    #[arg(
+        long,
+        global = true,
+        env = "SPRIG_IO",
+        value_enum,
+        value_name = "BACKEND"
+    )]
+    pub io: Option<IoArg>,
+    /// Read segment files through the OS page cache instead of O_DIRECT.
+    #[arg(long, global = true)]
+    pub buffered_io: bool,
+}
+
+/// A sync policy on the command line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum SyncArg {
+    /// Every commit is durable when it returns.
+    Always,
+    /// Commit records are not synced (survives a process crash, not a power loss).
+    Never,
+}
+
+/// An I/O backend on the command line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum IoArg {
+    /// io_uring where the kernel allows it, else posix.
+    IoUring,
+    /// io_uring or an error.
+    IoUringRequired,
+    /// Plain positioned reads and writes.
+    Posix,
+}
+
+impl EngineArgs {
+    /// The engine options these flags give (everything else default).
+    pub fn options(&self) -> sprig::Options {
+        let mut o = sprig::Options::default();
+        if let Some(mib) = self.cache_mib {
+            o.page_cache_bytes = mib.saturating_mul(1 << 20);
+        }
+        if let Some(sync) = self.sync {
+            o.sync = match sync {
+                SyncArg::Always => sprig::SyncPolicy::Always,
+                SyncArg::Never => sprig::SyncPolicy::Never,
+            };
+        }
+        if let Some(io) = self.io {
+            o.io_backend = match io {
+                IoArg::IoUring => sprig::IoBackend::IoUring,
+                IoArg::IoUringRequired => sprig::IoBackend::IoUringRequired,
+                IoArg::Posix => sprig::IoBackend::Posix,
+            };
+        }
+        o.direct_io = !self.buffered_io;
+        o
+    }
 }
 
 /// The commands.
@@ -140,8 +220,17 @@ Examples:
   sprig verify alice.bin --root 5f3a...e1 --key-format text --key alice --value-format text --value 100")]
     Verify(VerifyArgs),
     /// Entries, pages, disk use, space amplification, RAM (directory and cache), version, hasher.
-    #[command(after_help = "Example:\n  sprig --db ./state stats --json")]
-    Stats,
+    #[command(after_help = "\
+With --watch, the figures are read again every --interval seconds (read-only, beside a
+process writing the database) and printed with the commit rate and growth since the last
+reading; --json prints one JSON document per reading (JSON Lines). The engine's live counters
+(reads, cache hits, commit latency) of a running node are exported through the `metrics`
+facade instead: see crates/sprig/examples/prometheus.rs.
+
+Examples:
+  sprig --db ./state stats --json
+  sprig --db ./state stats --watch --interval 5")]
+    Stats(StatsArgs),
     /// Read every page and value and verify it against the directory (exit code 3 if damaged).
     #[command(after_help = "Example:\n  sprig --db ./state check")]
     Check,
@@ -180,6 +269,30 @@ Examples:
     /// State sync: export a table as verifiable chunks, verify them, import them.
     #[command(subcommand)]
     Sync(SyncCommand),
+    /// Print a shell completion script.
+    #[command(after_help = "\
+Examples:
+  sprig completions bash > ~/.local/share/bash-completion/completions/sprig
+  sprig completions zsh > ~/.zfunc/_sprig
+  sprig completions fish > ~/.config/fish/completions/sprig.fish")]
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
+}
+
+/// `stats`.
+#[derive(Debug, Args)]
+pub struct StatsArgs {
+    /// Read and print the figures again every --interval seconds until stopped.
+    #[arg(long)]
+    pub watch: bool,
+    /// Seconds between readings with --watch.
+    #[arg(long, default_value_t = 2.0, value_name = "SECONDS")]
+    pub interval: f64,
+    /// Stop after this many readings with --watch (default: until stopped).
+    #[arg(long, value_name = "N")]
+    pub count: Option<u64>,
 }
 
 /// `scan`.

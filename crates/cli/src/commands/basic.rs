@@ -25,7 +25,7 @@ pub fn init(ctx: &Ctx, args: &InitArgs) -> CliResult<Outcome> {
     let options = Options {
         hasher: Some(hasher),
         segment_bytes: args.segment_mib.saturating_mul(1 << 20),
-        ..Options::default()
+        ..ctx.options.clone()
     };
     let db = Db::create(path, options)?;
     let root = db.root();

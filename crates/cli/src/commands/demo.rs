@@ -97,7 +97,7 @@ pub fn demo(ctx: &Ctx, args: &DemoArgs) -> CliResult<Outcome> {
     clear(&args.path)?;
     let options = Options {
         hasher: Some(args.hasher.into()),
-        ..Options::default()
+        ..ctx.options.clone()
     };
     let db = Db::create(&args.path, options)?;
     let hasher = db.hasher();

@@ -2,6 +2,7 @@
 //! value verified against the directory.
 
 use super::Ctx;
+use crate::cli::StatsArgs;
 use crate::error::{exit, CliError, CliResult};
 use crate::format::{bytes, grouped, hex};
 use crate::output::Outcome;
@@ -100,11 +101,89 @@ pub fn describe(f: &serde_json::Value) -> String {
 }
 
 /// `stats`.
-pub fn stats(ctx: &Ctx) -> CliResult<Outcome> {
+pub fn stats(ctx: &Ctx, args: &StatsArgs) -> CliResult<Outcome> {
+    if args.watch {
+        return watch(ctx, args);
+    }
     let db = ctx.open_read_only("stats")?;
     let f = figures(&db)?;
     let human = describe(&f);
     Ok(Outcome::ok(f, human))
+}
+
+/// `stats --watch`: a reading every `interval` seconds (the database opened read-only each
+/// time, so a writer's latest commit is seen), printed as it comes.
+fn watch(ctx: &Ctx, args: &StatsArgs) -> CliResult<Outcome> {
+    if !args.interval.is_finite() || args.interval < 0.01 || args.interval > 86_400.0 {
+        return Err(CliError::Usage(format!(
+            "--interval must be between 0.01 and 86400 seconds, not {}",
+            args.interval
+        )));
+    }
+    let interval = std::time::Duration::from_secs_f64(args.interval);
+    let mut previous: Option<(std::time::Instant, u64, u64, u64)> = None;
+    let mut readings = 0u64;
+    loop {
+        let db = ctx.open_read_only("stats")?;
+        let mut f = figures(&db)?;
+        drop(db);
+        let now = std::time::Instant::now();
+        let n = |k: &str| f.get(k).and_then(serde_json::Value::as_u64).unwrap_or(0);
+        let (seq, entries, disk) = (n("seq"), n("entries"), n("disk_bytes"));
+        let rate = previous.map(|(at, s, _, _)| {
+            seq.saturating_sub(s) as f64 / now.duration_since(at).as_secs_f64().max(1e-9)
+        });
+        let grew =
+            previous.map(|(_, _, e, d)| (entries as i128 - e as i128, disk as i128 - d as i128));
+        let line = if ctx.json {
+            f["commits_per_second"] = json!(rate);
+            f["entries_delta"] = json!(grew.map(|g| g.0 as i64));
+            f["disk_bytes_delta"] = json!(grew.map(|g| g.1 as i64));
+            f.to_string()
+        } else {
+            let amp = f
+                .get("space_amplification")
+                .and_then(serde_json::Value::as_f64)
+                .unwrap_or(0.0);
+            let mut line = String::new();
+            if readings == 0 {
+                line.push_str(&format!(
+                    "{:>10} {:>10} {:>14} {:>12} {:>10} {:>10} {:>6}\n",
+                    "seq", "commits/s", "entries", "Δentries", "disk", "Δdisk", "amp"
+                ));
+            }
+            let signed = |d: i128, f: &dyn Fn(u64) -> String| {
+                let sign = if d < 0 { "-" } else { "+" };
+                format!("{sign}{}", f(d.unsigned_abs() as u64))
+            };
+            line.push_str(&format!(
+                "{:>10} {:>10} {:>14} {:>12} {:>10} {:>10} {:>6.2}",
+                seq,
+                rate.map_or("-".to_string(), |r| format!("{r:.1}")),
+                grouped(entries),
+                grew.map_or("-".to_string(), |g| signed(g.0, &grouped)),
+                bytes(disk),
+                grew.map_or("-".to_string(), |g| signed(g.1, &bytes)),
+                amp
+            ));
+            line
+        };
+        {
+            use std::io::Write as _;
+            let mut out = std::io::stdout().lock();
+            // A closed pipe (`sprig stats --watch | head`) ends the watch.
+            if writeln!(out, "{line}").and_then(|_| out.flush()).is_err() {
+                break;
+            }
+        }
+        readings += 1;
+        previous = Some((now, seq, entries, disk));
+        if args.count.is_some_and(|c| readings >= c) {
+            break;
+        }
+        std::thread::sleep(interval);
+    }
+    Ok(Outcome::silent())
 }
 
 /// `check`: exit code 3 if anything is damaged.

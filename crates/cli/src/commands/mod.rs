@@ -25,10 +25,14 @@ pub struct Ctx {
     pub db: Option<PathBuf>,
     /// Whether progress bars draw.
     pub progress: bool,
+    /// `--json`.
+    pub json: bool,
     /// `--table`.
     pub table: String,
     /// `--snapshot`.
     pub snapshot: Option<String>,
+    /// The engine options `--cache-mib`, `--sync`, `--io` and `--buffered-io` give.
+    pub options: Options,
 }
 
 impl Ctx {
@@ -44,7 +48,7 @@ impl Ctx {
     /// Open the existing database at `--db` for writing (it takes the database's lock).
     pub fn open(&self, command: &str) -> CliResult<Db> {
         let path = self.db_path(command)?;
-        let db = Db::open(path, open_options())?;
+        let db = Db::open(path, self.open_options())?;
         warn_about_recovery(&db);
         Ok(db)
     }
@@ -69,16 +73,17 @@ impl Ctx {
     /// works on read-only media and beside a process writing the database.
     pub fn open_read_only(&self, command: &str) -> CliResult<Db> {
         let path = self.db_path(command)?;
-        let db = Db::open_read_only(path, open_options())?;
+        let db = Db::open_read_only(path, self.open_options())?;
         warn_about_recovery(&db);
         Ok(db)
     }
-}
 
-fn open_options() -> Options {
-    Options {
-        create_if_missing: false,
-        ..Options::default()
+    /// The options to open an existing database with.
+    fn open_options(&self) -> Options {
+        Options {
+            create_if_missing: false,
+            ..self.options.clone()
+        }
     }
 }
 
@@ -94,8 +99,10 @@ pub fn run(cli: Cli) -> CliResult<Outcome> {
     let ctx = Ctx {
         db: cli.db,
         progress: progress_allowed(cli.json),
+        json: cli.json,
         table: cli.table,
         snapshot: cli.snapshot,
+        options: cli.engine.options(),
     };
     match cli.command {
         Command::Init(a) => basic::init(&ctx, &a),
@@ -109,7 +116,7 @@ pub fn run(cli: Cli) -> CliResult<Outcome> {
         Command::Export(a) => transfer::export(&ctx, &a),
         Command::Prove(a) => prove::prove(&ctx, &a),
         Command::Verify(a) => verify::verify(&a),
-        Command::Stats => inspect::stats(&ctx),
+        Command::Stats(a) => inspect::stats(&ctx, &a),
         Command::Check => inspect::check(&ctx),
         Command::Demo(a) => demo::demo(&ctx, &a),
         Command::Scan(a) => scan::scan(&ctx, &a),
@@ -117,7 +124,19 @@ pub fn run(cli: Cli) -> CliResult<Outcome> {
         Command::Rollback { seq } => history::rollback(&ctx, seq),
         Command::Snapshot(c) => history::snapshot(&ctx, &c),
         Command::Sync(c) => sync::sync(&ctx, &c),
+        Command::Completions { shell } => Ok(completions(shell)),
     }
+}
+
+/// `completions`: the script for `shell`, on stdout.
+fn completions(shell: clap_complete::Shell) -> Outcome {
+    use clap::CommandFactory;
+    let mut cmd = Cli::command();
+    let mut script = Vec::new();
+    clap_complete::generate(shell, &mut cmd, "sprig", &mut script);
+    // A closed pipe (`sprig completions bash | head`) is not worth an error.
+    let _ = std::io::Write::write_all(&mut std::io::stdout().lock(), &script);
+    Outcome::silent()
 }
 
 /// The keys named on the command line and, with `from`, in a file (one per line; blank lines
