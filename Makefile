@@ -1,7 +1,7 @@
 # Sprig's task runner: CI calls these same targets (see .ci/run).
 CARGO ?= cargo
 
-.PHONY: test lint fmt build demo fuzz-build nostd doc
+.PHONY: test lint fmt build demo fuzz-build nostd doc examples
 
 # The no_std check of sprig-core: its own workspace, its own target directory.
 NOSTD_MANIFEST = --manifest-path crates/core/nostd-check/Cargo.toml
@@ -12,6 +12,8 @@ NOSTD_CHECK = $(NOSTD_MANIFEST) --target-dir target/nostd-check
 test: lint
 	$(CARGO) test --workspace --all-targets
 	$(CARGO) test --workspace --doc
+	$(MAKE) examples
+	$(MAKE) doc
 	$(MAKE) nostd
 	$(MAKE) fuzz-build
 
@@ -50,5 +52,16 @@ nostd:
 fuzz-build:
 	@if [ -d fuzz ]; then $(CARGO) build --manifest-path fuzz/Cargo.toml --bins; fi
 
+## doc: the API docs build without a warning (broken links included).
 doc:
-	$(CARGO) doc --workspace --no-deps
+	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --workspace --no-deps
+
+## examples: every example of crates/sprig/examples runs to success (each asserts what it
+## shows). Built with the test profile, so they reuse what `cargo test` compiled.
+EXAMPLES = basic forks stateless tables snapshots_sync prometheus
+examples:
+	@for e in $(EXAMPLES); do \
+	  echo "example $$e"; \
+	  $(CARGO) run -q --profile test -p sprig --example $$e >target/example-$$e.log 2>&1 \
+	    || { cat target/example-$$e.log; echo "example $$e failed"; exit 1; }; \
+	done

@@ -62,7 +62,17 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             for _ in 0..20 {
                 run_block(&db)?;
             }
-            print!("{}", handle.render());
+            let text = handle.render();
+            print!("{text}");
+            // What a scrape of this service shows (the example checks itself in CI).
+            for line in [
+                "sprig_commits_total{db=\"state\"} 20",
+                "sprig_seq{db=\"state\"} 20",
+            ] {
+                if !text.lines().any(|l| l == line) {
+                    return Err(format!("the metrics text lacks `{line}`").into());
+                }
+            }
         }
         Some(addr) => {
             let listener = TcpListener::bind(&addr)?;

@@ -3,15 +3,15 @@
 //!
 //! Only with the cargo feature `failpoints`; without it the `failpoint!` hooks expand to
 //! nothing and this module holds no code. A failpoint is armed by the environment variable
-//! `SPRIG_FAILPOINT=name[:count]` (read on the first hook reached) or by [`arm`]; the
+//! `SPRIG_FAILPOINT=name[:count]` (read on the first hook reached) or by `arm`; the
 //! `count`-th time the named hook is reached (default the first), the process calls
 //! [`std::process::abort`]: it never changes what is written, it only stops the process, as a
-//! kill at that moment would. A failpoint armed with [`arm_error`] instead makes the function
+//! kill at that moment would. A failpoint armed with `arm_error` instead makes the function
 //! holding the hook fail with [`crate::Error::Internal`] there (for in-process tests of what a
 //! failure at that step leaves behind).
 //!
 //! Pause points (`pausepoint!`, same feature) are the other kind of hook: places inside a
-//! race window where a test can make one thread of its own sleep ([`pause_here`]), so that a
+//! race window where a test can make one thread of its own sleep (`pause_here`), so that a
 //! race the window allows shows up reliably. A pause only delays the thread that asked for it.
 
 /// Abort the process (or fail the enclosing function) here if the failpoint of this name is
@@ -225,7 +225,7 @@ mod armed {
         });
     }
 
-    /// A hook: abort (or fail, see [`arm_error`]) if `name` is armed and this is the hit it
+    /// A hook: abort (or fail, see `arm_error`) if `name` is armed and this is the hit it
     /// waits for.
     pub fn hit(name: &'static str) -> Result<(), String> {
         init_from_env();

@@ -70,7 +70,7 @@ impl ReadView {
 
     /// The bytes of `blob` within `range` (byte offsets into the value; clamped to its
     /// length), checked against the value's hash: a value that does not match is
-    /// [`Error::Corruption`]. The check needs the whole value, so a value-log value is read
+    /// [`crate::Error::Corruption`]. The check needs the whole value, so a value-log value is read
     /// whole even for a small range.
     pub fn read_blob(&self, blob: &BlobRef, range: impl RangeBounds<u64>) -> Result<Vec<u8>> {
         let bytes = match &blob.stored {

@@ -5,7 +5,7 @@
 //! Commits, cleaning (which rides on commits), rollbacks and imports publish a commit record;
 //! a bulk load publishes a checkpoint. Nothing else makes a new state durable; the caller
 //! makes the directory returned here the latest version. Every publication runs inside
-//! [`Writer::guarded`]: once the writer's state has started to change, any failure leaves it
+//! `Writer::guarded`: once the writer's state has started to change, any failure leaves it
 //! poisoned, so no later commit can build on state that might not match the disk (a failed
 //! sync may have dropped data; a record may be durable although publishing it failed).
 //! Reopening the database recovers from what is durable.

@@ -325,7 +325,7 @@ impl Segments {
 
     /// Read a value from the value log and check it against its pointer. The pointer comes
     /// from disk: its extent is checked against the segment size, and no buffer larger than
-    /// [`VALUE_READ_AHEAD_BLOCKS`] is allocated before the record's header has matched the
+    /// `VALUE_READ_AHEAD_BLOCKS` is allocated before the record's header has matched the
     /// pointer and the record has been found to lie within the file.
     pub fn read_value(&self, key: &KeyPath, value: &ExternalValue) -> Result<Vec<u8>> {
         let segment = loc_segment(value.loc);

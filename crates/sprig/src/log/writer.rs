@@ -3,8 +3,8 @@
 //! (what a checkpoint of each needs), segments waiting to be deleted, and whether an earlier
 //! failure poisoned writing.
 //!
-//! It lives behind [`crate::log::Log`]'s writer lock. Everything that changes it on the way
-//! to a publication runs inside [`Writer::guarded`], the one place a failure poisons writing.
+//! It lives behind `Log`'s writer lock. Everything that changes it on the way
+//! to a publication runs inside `Writer::guarded`, the one place a failure poisons writing.
 
 use crate::error::{Error, Result};
 use crate::log::recovery::Snapshot;

@@ -4,7 +4,7 @@
 //!
 //! Pure in-memory bookkeeping: it never does I/O. The writer publishes a new head here only
 //! after the commit that made it is durable; whoever deletes files asks
-//! [`Versions::oldest_pinned`] first.
+//! `Versions::oldest_pinned` first.
 
 use crate::error::{Error, Result};
 use crate::state::reclaim::Reclaimer;

@@ -61,7 +61,7 @@ pub struct BulkProgress {
     pub total: u64,
 }
 
-/// Options of [`Db::bulk_load_with`].
+/// Options of [`crate::Db::bulk_load_with`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BulkOptions {
     /// Bytes of input buffered in memory before it is spilled to temporary files. Default:

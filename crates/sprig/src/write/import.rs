@@ -1,5 +1,5 @@
 //! Import: apply a sorted stream of changes of any length as ONE commit, in memory bounded by
-//! a budget instead of by the number of changes ([`Db::import_sorted`]).
+//! a budget instead of by the number of changes ([`crate::Db::import_sorted`]).
 //!
 //! A write batch holds every change, and `finish` builds every new page in memory before
 //! `commit` writes them: about a page of memory per changed key. An import instead walks the
@@ -75,7 +75,7 @@ const CHANGE_COST_BYTES: usize = 256;
 /// slack), and room for a split.
 const REGION_COST_BYTES: usize = 8 * BLOCK_BYTES;
 
-/// Options of [`Db::import_sorted`].
+/// Options of [`crate::Db::import_sorted`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ImportOptions {
     /// Memory for buffered changes and the pages being rebuilt from them. Default: 128 MiB;

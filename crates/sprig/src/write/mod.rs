@@ -5,7 +5,7 @@
 //! merging sparse ones), all in memory; `commit` allocates blocks for the new pages and values
 //! and publishes them through the log's one publish path.
 //!
-//! - `engine`: the shared state ([`engine::Inner`]) and the steps every write ends with;
+//! - `engine`: the shared state (`engine::Inner`) and the steps every write ends with;
 //! - `read`: the read path (pages and values) every operation uses;
 //! - `rewrite`: the per-region work (prove, apply, lay out pages) and merges;
 //! - `commit`: a commit's allocation and publication;
