@@ -46,3 +46,8 @@ pub use trie::{KeyPath, LeafData, Node, NodeKind, ValueHash, TERMINATOR};
 pub fn key_path_of(hasher: Hasher, key: &[u8]) -> KeyPath {
     hasher.hash_value(key)
 }
+
+/// The README's example, compiled and run as a doc test.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctest;

@@ -20,7 +20,21 @@ pub enum SyncPolicy {
     Never,
 }
 
-/// Settings of a database. `Options::default()` is a sensible start for most users.
+/// Settings of a database. `Options::default()` is a sensible start for most users; the README's
+/// "Choosing options" says when to change what, with measured effects.
+///
+/// ```
+/// use sprig::{Options, SyncPolicy};
+/// let options = Options {
+///     page_cache_bytes: 256 << 20, // more of the working set in RAM
+///     retained_versions: 16,       // reads, proofs and rollback 16 commits back
+///     sync: SyncPolicy::Always,    // every commit durable when it returns (the default)
+///     metrics_name: "state".into(),
+///     ..Options::default()
+/// };
+/// options.validate().unwrap();
+/// assert!(Options { retained_versions: 0, ..Options::default() }.validate().is_err());
+/// ```
 #[derive(Debug, Clone, PartialEq)]
 pub struct Options {
     /// The hasher. `None` (default): BLAKE3 when creating, whatever is stored when opening.

@@ -172,6 +172,18 @@ impl Counters {
 }
 
 /// What the engine has done since the database was opened, and its current size.
+///
+/// ```
+/// # fn main() -> sprig::Result<()> {
+/// let db = sprig::Db::open_in_memory(sprig::Options::default())?;
+/// let mut batch = db.begin();
+/// batch.put([1u8; 32], b"v".to_vec())?;
+/// db.commit(batch.finish()?)?;
+/// let s = db.stats();
+/// assert_eq!((s.commits, s.entries, s.seq), (1, 1, 1));
+/// assert!(s.space_amplification() >= 1.0);
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Stats {
     /// Pages read from the SSD by lookups.

@@ -8,6 +8,18 @@
 //! `db`, set by [`crate::Options::metrics_name`], so several databases in one process stay
 //! apart.
 //!
+//! ```no_run
+//! // In the node, once, before opening: any `metrics` recorder, e.g. Prometheus's.
+//! // metrics_exporter_prometheus::PrometheusBuilder::new().install_recorder()?;
+//! sprig::describe_metrics(); // units and help texts, optional
+//! let db = sprig::Db::open(
+//!     "state",
+//!     sprig::Options { metrics_name: "state".into(), ..sprig::Options::default() },
+//! )?;
+//! # Ok::<(), sprig::Error>(())
+//! ```
+//! A runnable service that serves `/metrics`: `crates/sprig/examples/prometheus.rs`.
+//!
 //! Spans (target `sprig`): `sprig.open`, `sprig.finish` (a batch applied in memory: reads and
 //! hashing), `sprig.commit` (made durable and published), `sprig.checkpoint`,
 //! `sprig.bulk_load`, `sprig.import`, `sprig.rollback`, `sprig.snapshot.save`,

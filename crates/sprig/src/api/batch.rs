@@ -44,6 +44,25 @@ struct TableBatch {
 
 /// A set of reads and changes on one version, not yet applied. Changes to any number of
 /// tables commit together, atomically.
+///
+/// Reads through the batch see its own writes and are recorded in its witness; `finish`
+/// applies everything in memory (the new root), `Db::commit` makes it durable.
+///
+/// ```
+/// # fn main() -> sprig::Result<()> {
+/// let db = sprig::Db::open_in_memory(sprig::Options::default())?;
+/// let (a, b) = (db.key_path(b"a"), db.key_path(b"b"));
+/// let mut batch = db.begin();
+/// batch.put(a, 5u64.to_le_bytes())?;
+/// assert_eq!(batch.get(&a)?, Some(5u64.to_le_bytes().to_vec())); // sees its own write
+/// assert_eq!(batch.get(&b)?, None); // a read, proven absent in the witness
+/// batch.delete(a);
+/// let pending = batch.finish()?;
+/// assert_eq!(pending.witness().keys.len(), 2);
+/// db.commit(pending)?;
+/// assert!(db.is_empty());
+/// # Ok(()) }
+/// ```
 pub struct WriteBatch {
     inner: Arc<Inner>,
     base: Arc<Version>,
@@ -485,6 +504,22 @@ fn resolve(
 
 /// Uncommitted changes: a finished batch, on top of a committed version or another overlay.
 /// Cheap to clone; clones are the same overlay.
+///
+/// ```
+/// # fn main() -> sprig::Result<()> {
+/// let db = sprig::Db::open_in_memory(sprig::Options::default())?;
+/// let mut batch = db.begin();
+/// batch.put([1u8; 32], b"block 1".to_vec())?;
+/// let block1 = batch.finish()?; // root and witness known, nothing written yet
+/// let mut next = block1.begin()?; // build block 2 on the unfinalized block 1
+/// next.put([2u8; 32], b"block 2".to_vec())?;
+/// let block2 = next.finish()?;
+/// assert_eq!(block2.view()?.len(), 2);
+/// assert_eq!(db.len(), 0); // nothing committed yet
+/// let info = db.commit(block2)?; // commits block 1, then block 2
+/// assert_eq!((info.seq, db.len()), (2, 2));
+/// # Ok(()) }
+/// ```
 #[derive(Clone)]
 pub struct Pending {
     pub(crate) inner: Arc<Inner>,

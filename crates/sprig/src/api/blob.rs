@@ -13,6 +13,20 @@ use std::ops::{Bound, RangeBounds};
 
 /// Where a value is, with its length and hash: what [`ReadView::get_ref`] returns. Valid for
 /// reads through the view it came from (or a clone of it).
+///
+/// ```
+/// # fn main() -> sprig::Result<()> {
+/// let db = sprig::Db::open_in_memory(sprig::Options::default())?;
+/// let mut batch = db.begin();
+/// batch.put([1u8; 32], vec![9u8; 100_000])?; // a large value: kept out of the page
+/// db.commit(batch.finish()?)?;
+/// let view = db.view();
+/// let blob = view.get_ref(&[1u8; 32])?.expect("present");
+/// assert!(blob.is_external());
+/// assert_eq!(blob.len, 100_000);
+/// assert_eq!(view.read_blob(&blob, 10..20)?, vec![9u8; 10]); // a slice, checked
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BlobRef {
     /// The key.

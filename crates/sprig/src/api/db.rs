@@ -41,6 +41,21 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 /// A handle on an open database. Cheap to clone; every clone shares the same state.
+///
+/// ```
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// use sprig::{Db, Options};
+/// let dir = tempfile::tempdir()?;
+/// let db = Db::open(dir.path(), Options::default())?; // creates it if missing
+/// let mut batch = db.begin();
+/// batch.put(db.key_path(b"alice"), b"100".to_vec())?;
+/// let info = db.commit(batch.finish()?)?; // durable when it returns
+/// assert_eq!((info.seq, db.len()), (1, 1));
+/// drop(db);
+/// let db = Db::open(dir.path(), Options::default())?;
+/// assert_eq!(db.root(), info.root);
+/// # Ok(()) }
+/// ```
 #[derive(Clone)]
 pub struct Db {
     pub(crate) inner: Arc<Inner>,

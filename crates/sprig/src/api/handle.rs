@@ -23,6 +23,22 @@ use std::sync::Arc;
 /// An independent writable state of a database. Cheap to duplicate; each duplicate changes
 /// on its own. Uncommitted changes live in memory (counted against
 /// `Options::max_overlay_bytes`) until [`Handle::commit`].
+///
+/// ```
+/// # fn main() -> sprig::Result<()> {
+/// let db = sprig::Db::open_in_memory(sprig::Options::default())?;
+/// let mut speculative = db.handle();
+/// let mut other = speculative.duplicate();
+/// let mut batch = speculative.begin()?;
+/// batch.put([1u8; 32], b"only here".to_vec())?;
+/// speculative.apply(batch)?; // in memory, on this handle only
+/// assert!(speculative.view()?.get(&[1u8; 32])?.is_some());
+/// assert!(other.view()?.get(&[1u8; 32])?.is_none());
+/// speculative.commit()?; // now durable and the database's latest version
+/// assert_eq!(db.len(), 1);
+/// # let _ = other.commit();
+/// # Ok(()) }
+/// ```
 #[derive(Clone)]
 pub struct Handle {
     inner: Arc<Inner>,

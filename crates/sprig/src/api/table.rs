@@ -11,6 +11,22 @@ use std::sync::Arc;
 /// A table of a database: pass it to the `_in` methods of batches, views and overlays. Cheap
 /// to clone. A handle names one table for its whole life: once the table is dropped, using the
 /// handle is [`Error::NoSuchTable`], even if a new table of the same name is created.
+///
+/// ```
+/// # fn main() -> sprig::Result<()> {
+/// use sprig::{Db, Options, TableOptions};
+/// let db = Db::open_in_memory(Options::default())?;
+/// let balances = db.create_table("balances", TableOptions::resolver("add-u64"))?;
+/// let mut batch = db.begin();
+/// batch.upsert_in(&balances, [7u8; 32], 2u64.to_le_bytes())?;
+/// batch.upsert_in(&balances, [7u8; 32], 3u64.to_le_bytes())?;
+/// batch.put([7u8; 32], b"default table".to_vec())?; // same key, another table
+/// db.commit(batch.finish()?)?;
+/// let view = db.view();
+/// assert_eq!(view.get_in(&balances, &[7u8; 32])?, Some(5u64.to_le_bytes().to_vec()));
+/// assert_ne!(view.table_root(&balances)?, view.root());
+/// # Ok(()) }
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Table {
     pub(crate) id: TableId,

@@ -18,6 +18,23 @@ use std::sync::Arc;
 
 /// A consistent, read-only view of one committed version. Commits that happen after the view
 /// was taken never change what it sees.
+///
+/// ```
+/// # fn main() -> sprig::Result<()> {
+/// let db = sprig::Db::open_in_memory(sprig::Options::default())?;
+/// let key = db.key_path(b"k");
+/// let mut batch = db.begin();
+/// batch.put(key, b"old".to_vec())?;
+/// db.commit(batch.finish()?)?;
+/// let view = db.view();
+/// let mut batch = db.begin();
+/// batch.put(key, b"new".to_vec())?;
+/// db.commit(batch.finish()?)?;
+/// assert_eq!(view.get(&key)?.as_deref(), Some(&b"old"[..])); // unchanged by the commit
+/// let proof = view.path_proof(&key)?; // against view.root()
+/// proof.verify_value(db.hasher(), &view.root(), &key, Some(b"old"))?;
+/// # Ok(()) }
+/// ```
 pub struct ReadView {
     pub(crate) inner: Arc<Inner>,
     pub(crate) version: Arc<Version>,
