@@ -347,21 +347,32 @@ impl Directory {
     /// The branches on the path from the root to `pos` (inclusive) holding at most `limit`
     /// entries, shallowest first: candidates to merge into one page.
     pub fn sparse_branches_above(&self, pos: &Prefix, limit: u64) -> Vec<(Prefix, Subtree)> {
-        let mut out = Vec::new();
+        // The branches on the path, root first.
+        let mut path = Vec::new();
         let mut id = self.root;
         for depth in 0..=pos.depth() {
             let Some((l, r)) = self.arena.children(id) else {
                 break;
             };
-            if !count_exceeds(&self.arena, id, limit) {
-                let at = Prefix::of_key(pos.bits(), depth);
-                out.push((at, Subtree::shared(&self.arena, id)));
-            }
+            path.push((depth, id));
             if depth == pos.depth() {
                 break;
             }
             id = if pos.bit(depth) { r } else { l };
         }
+        // A branch holds every entry of the branches below it on the path, so the sparse ones
+        // are the deepest few: test from the bottom up and stop at the first that is not
+        // (its count is found after a short walk, where a walk from the root down would count
+        // a big subtree at every level).
+        let mut out = Vec::new();
+        for &(depth, id) in path.iter().rev() {
+            if count_exceeds(&self.arena, id, limit) {
+                break;
+            }
+            let at = Prefix::of_key(pos.bits(), depth);
+            out.push((at, Subtree::shared(&self.arena, id)));
+        }
+        out.reverse();
         out
     }
 
@@ -724,6 +735,18 @@ mod tests {
                     prop_assert_eq!(Some(pos), leaf.map(|(p, _)| p));
                     let loc = page.map(|r| match r.loc { PageLoc::Disk(l) => l, PageLoc::Memory(_) => u64::MAX });
                     prop_assert_eq!(loc, leaf.and_then(|(_, l)| l).map(u64::from));
+                }
+                // The sparse branches above each region: the ancestors holding at most
+                // `limit` entries, shallowest first.
+                for limit in [2u64, 9, 16] {
+                    for (pos, _) in sorted(&model) {
+                        let got: Vec<Prefix> = dir.sparse_branches_above(&pos, limit).into_iter().map(|(p, _)| p).collect();
+                        let under = |q: &Prefix| -> u64 {
+                            model.iter().filter(|(p, _)| q.covers(p)).map(|(_, l)| l.map_or(0, |n| u64::from(page_ref(n).count))).sum()
+                        };
+                        let want: Vec<Prefix> = (0..pos.depth()).map(|d| Prefix::of_key(pos.bits(), d)).filter(|q| under(q) <= limit).collect();
+                        prop_assert_eq!(got, want);
+                    }
                 }
                 versions.push((dir, model.clone()));
             }
