@@ -1,7 +1,7 @@
 # Sprig's task runner: CI calls these same targets (see .ci/run).
 CARGO ?= cargo
 
-.PHONY: test lint fmt build demo fuzz-build nostd doc examples
+.PHONY: test lint fmt build demo fuzz-build nostd doc examples ffi-header
 
 # The no_std check of sprig-core: its own workspace, its own target directory.
 NOSTD_MANIFEST = --manifest-path crates/core/nostd-check/Cargo.toml
@@ -65,3 +65,7 @@ examples:
 	  $(CARGO) run -q --profile test -p sprig --example $$e >target/example-$$e.log 2>&1 \
 	    || { cat target/example-$$e.log; echo "example $$e failed"; exit 1; }; \
 	done
+
+## ffi-header: rewrite crates/ffi/include/sprig.h from the sources (cbindgen).
+ffi-header:
+	SPRIG_BLESS=1 $(CARGO) test -p sprig-ffi --test header

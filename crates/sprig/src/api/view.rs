@@ -13,7 +13,7 @@ use crate::write::engine::Inner;
 use sprig_core::proof::{MultiProof, PathProof};
 use sprig_core::tables::{table_root_proof, TableProof};
 use sprig_core::trie::{KeyPath, Node};
-use sprig_core::Witness;
+use sprig_core::{Hasher, Witness};
 use std::sync::Arc;
 
 /// A consistent, read-only view of one committed version. Commits that happen after the view
@@ -70,6 +70,11 @@ impl ReadView {
             inner: inner.clone(),
             version,
         }
+    }
+
+    /// The hasher of the database this view reads (its proofs are encoded with it).
+    pub fn hasher(&self) -> Hasher {
+        self.inner.hasher
     }
 
     /// The version's commit sequence number (for an overlay: the one it gets when committed).
