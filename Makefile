@@ -1,7 +1,14 @@
 # Sprig's task runner: CI calls these same targets (see .ci/run).
 CARGO ?= cargo
 
-.PHONY: test lint fmt build demo fuzz-build nostd doc examples ffi-header
+.PHONY: test lint fmt build demo fuzz-build nostd doc examples ffi-header python-test
+
+# The Python package: its own workspace (built by maturin), its own target directory, and a
+# virtual environment under target/ for its tests.
+PYTHON ?= python3
+PY_MANIFEST = --manifest-path bindings/python/Cargo.toml
+PY_TARGET = $(CURDIR)/target/python
+PY_VENV = target/py-venv
 
 # The no_std check of sprig-core: its own workspace, its own target directory.
 NOSTD_MANIFEST = --manifest-path crates/core/nostd-check/Cargo.toml
@@ -13,6 +20,7 @@ test: lint
 	$(CARGO) test --workspace --all-targets
 	$(CARGO) test --workspace --doc
 	$(MAKE) examples
+	$(MAKE) python-test
 	$(MAKE) doc
 	$(MAKE) nostd
 	$(MAKE) fuzz-build
@@ -23,6 +31,8 @@ lint:
 	$(CARGO) fmt $(NOSTD_MANIFEST) -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 	$(CARGO) clippy $(NOSTD_CHECK) -- -D warnings
+	$(CARGO) fmt $(PY_MANIFEST) -- --check
+	CARGO_TARGET_DIR=$(PY_TARGET) $(CARGO) clippy $(PY_MANIFEST) --all-targets -- -D warnings
 
 fmt:
 	$(CARGO) fmt --all
@@ -69,3 +79,11 @@ examples:
 ## ffi-header: rewrite crates/ffi/include/sprig.h from the sources (cbindgen).
 ffi-header:
 	SPRIG_BLESS=1 $(CARGO) test -p sprig-ffi --test header
+
+## python-test: build and install the Python package (`pip install ./bindings/python`, as a
+## user would) into a virtual environment under target/, then run its pytest suite.
+python-test:
+	@test -x $(PY_VENV)/bin/python || $(PYTHON) -m venv $(PY_VENV)
+	$(PY_VENV)/bin/python -m pip install -q --upgrade pip maturin pytest
+	CARGO_TARGET_DIR=$(PY_TARGET) $(PY_VENV)/bin/python -m pip install -q --force-reinstall --no-deps ./bindings/python
+	$(PY_VENV)/bin/python -m pytest -q bindings/python/tests
