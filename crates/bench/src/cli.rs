@@ -105,6 +105,71 @@ pub struct EngineArgs {
     /// does not match the peers' (no `--check` against them).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(1..=2))]
     pub sprig_tables: u8,
+    /// Sprig only: when commits reach the disk (`always`: durable when `commit` returns;
+    /// `never`: commit records unsynced).
+    #[arg(long, value_enum, default_value = "always")]
+    #[serde(default)]
+    pub sprig_sync: SprigSync,
+    /// Sprig only: committed versions retained.
+    #[arg(long, default_value_t = 4)]
+    #[serde(default = "default_retained")]
+    pub sprig_retained: usize,
+    /// Sprig only, at create: segment file size in MiB.
+    #[arg(long, default_value_t = 64)]
+    #[serde(default = "default_segment_mb")]
+    pub sprig_segment_mb: u64,
+    /// Sprig only: the I/O backend (`io-uring` falls back to posix where refused).
+    #[arg(long, value_enum, default_value = "io-uring")]
+    #[serde(default)]
+    pub sprig_io: SprigIo,
+}
+
+fn default_retained() -> usize {
+    4
+}
+
+fn default_segment_mb() -> u64 {
+    64
+}
+
+/// Sprig's sync policy on the command line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, ValueEnum, Serialize, Deserialize)]
+pub enum SprigSync {
+    /// Every commit durable when it returns.
+    #[default]
+    Always,
+    /// Commit records unsynced.
+    Never,
+}
+
+/// Sprig's I/O backend on the command line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, ValueEnum, Serialize, Deserialize)]
+pub enum SprigIo {
+    /// io_uring where the kernel allows it.
+    #[default]
+    IoUring,
+    /// Plain positioned reads.
+    Posix,
+}
+
+impl EngineArgs {
+    /// Sprig's settings that differ from the engine's defaults, for reports ("" if none).
+    pub fn sprig_options_note(&self) -> String {
+        let mut v = Vec::new();
+        if self.sprig_sync == SprigSync::Never {
+            v.push("sync never".to_string());
+        }
+        if self.sprig_retained != default_retained() {
+            v.push(format!("{} retained versions", self.sprig_retained));
+        }
+        if self.sprig_segment_mb != default_segment_mb() {
+            v.push(format!("{} MiB segments", self.sprig_segment_mb));
+        }
+        if self.sprig_io == SprigIo::Posix {
+            v.push("posix I/O".to_string());
+        }
+        v.join(", ")
+    }
 }
 
 /// Arguments of `create`.

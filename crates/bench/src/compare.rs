@@ -30,6 +30,26 @@ fn engine_flags(args: &EngineArgs, engine: EngineKind) -> Vec<String> {
     if args.serial_reads {
         v.push("--serial-reads".into());
     }
+    if engine == EngineKind::Sprig {
+        for (flag, value) in [
+            (
+                "--sprig-sync",
+                format!("{:?}", args.sprig_sync).to_lowercase(),
+            ),
+            ("--sprig-retained", args.sprig_retained.to_string()),
+            ("--sprig-segment-mb", args.sprig_segment_mb.to_string()),
+            (
+                "--sprig-io",
+                match args.sprig_io {
+                    crate::cli::SprigIo::IoUring => "io-uring".to_string(),
+                    crate::cli::SprigIo::Posix => "posix".to_string(),
+                },
+            ),
+        ] {
+            v.push(flag.to_string());
+            v.push(value);
+        }
+    }
     v
 }
 

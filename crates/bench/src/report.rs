@@ -248,6 +248,10 @@ pub fn describe(r: &RunResult) -> String {
     if c.pipelined {
         s.push_str(", Sprig pipelined");
     }
+    let sprig = c.sprig_options_note();
+    if !sprig.is_empty() {
+        let _ = write!(s, ", Sprig: {sprig}");
+    }
     if c.serial_reads {
         s.push_str(", reads one key at a time");
     }

@@ -39,7 +39,10 @@ fn vectors() -> String {
 
 #[test]
 fn python_vectors_are_the_reference_models_roots() {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../bindings/python/tests/vectors.json");
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../bindings/python/tests/vectors.json"
+    );
     let want = vectors();
     if std::env::var_os("SPRIG_BLESS").is_some() {
         std::fs::write(path, &want).expect("writing the vectors");

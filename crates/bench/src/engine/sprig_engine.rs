@@ -9,7 +9,7 @@
 //! both in one commit, and the root reported is the database root.
 
 use super::{Engine, EngineCounters, Load, Writes};
-use crate::cli::EngineArgs;
+use crate::cli::{EngineArgs, SprigIo, SprigSync};
 use anyhow::{anyhow, Context, Result};
 use sprig::{BulkPhase, Db, ImportOptions, KeyPath, Node, Options, Pipeline, Table, WriteBatch};
 use std::path::Path;
@@ -29,6 +29,16 @@ fn options(args: &EngineArgs) -> Options {
         hasher: Some(sprig::Hasher::Blake3),
         page_cache_bytes: args.cache_mb << 20,
         direct_io: args.direct_io,
+        sync: match args.sprig_sync {
+            SprigSync::Always => sprig::SyncPolicy::Always,
+            SprigSync::Never => sprig::SyncPolicy::Never,
+        },
+        retained_versions: args.sprig_retained,
+        segment_bytes: args.sprig_segment_mb << 20,
+        io_backend: match args.sprig_io {
+            SprigIo::IoUring => sprig::IoBackend::IoUring,
+            SprigIo::Posix => sprig::IoBackend::Posix,
+        },
         ..Options::default()
     }
 }
