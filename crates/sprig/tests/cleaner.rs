@@ -126,3 +126,77 @@ fn cleaning_reads_nothing_the_cache_holds_or_the_commit_supersedes() {
     assert!(s.cleaner_pages_copied > 0, "the cleaner never ran: {s:?}");
     assert_eq!(s.maintenance_page_reads, 0, "{s:?}");
 }
+
+/// The bytes of the segment files in `dir`.
+fn segment_file_bytes(dir: &std::path::Path) -> u64 {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap())
+        .filter(|e| e.file_name().to_string_lossy().starts_with("seg-"))
+        .map(|e| e.metadata().unwrap().len())
+        .sum()
+}
+
+/// Disk use as reported after a reopen is the segments that exist: segments the cleaner
+/// deleted after the last checkpoint are not counted again because the checkpoint's segment
+/// table (and the log replayed after it) still lists them. (It did: a database at 1.9x
+/// reported 2.7x after a reopen, until its next commit.)
+#[test]
+fn disk_use_after_a_reopen_counts_only_segments_that_exist() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = Options {
+        segment_bytes: 1 << 20,
+        page_cache_bytes: 1 << 20,
+        retained_versions: 1,
+        ..Options::default()
+    };
+    let db = Db::open(dir.path(), options.clone()).unwrap();
+    let keys: Vec<KeyPath> = (0..30_000u32)
+        .map(|i| db.key_path(&i.to_le_bytes()))
+        .collect();
+    let mut b = db.begin();
+    for k in &keys {
+        b.put(*k, k[..8].to_vec()).unwrap();
+    }
+    db.commit(b.finish().unwrap()).unwrap();
+    db.checkpoint().unwrap();
+    let mut state = 5u64;
+    for round in 0..12u64 {
+        let mut b = db.begin();
+        for _ in 0..2000 {
+            state = state
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let k = keys[(state >> 33) as usize % keys.len()];
+            b.put(k, round.to_le_bytes().to_vec()).unwrap();
+        }
+        db.commit(b.finish().unwrap()).unwrap();
+    }
+    let before = db.stats();
+    assert!(
+        before.segments_deleted > 0,
+        "no segment was reclaimed: {before:?}"
+    );
+    let root = db.root();
+    drop(db);
+    let files = segment_file_bytes(dir.path());
+    assert!(
+        before.disk_bytes <= files,
+        "{} > {files}",
+        before.disk_bytes
+    );
+
+    let db = Db::open(dir.path(), options).unwrap();
+    assert_eq!(db.root(), root);
+    let after = db.stats();
+    assert!(
+        after.disk_bytes <= segment_file_bytes(dir.path()),
+        "after a reopen: {} bytes counted, {} in segment files ({:.2}x counted, {:.2}x before)",
+        after.disk_bytes,
+        segment_file_bytes(dir.path()),
+        after.space_amplification(),
+        before.space_amplification()
+    );
+    assert_eq!(after.live_bytes, before.live_bytes);
+    assert_eq!(after.disk_bytes, before.disk_bytes);
+}

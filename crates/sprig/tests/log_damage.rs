@@ -349,3 +349,28 @@ fn a_missing_manifest_is_corruption_unless_the_creation_never_finished() {
     let db = Db::open_with_storage(dyn_storage(&fresh), options()).unwrap();
     assert_eq!(db.seq(), 0);
 }
+
+/// A segment file that still holds live pages, deleted: the open says which file is missing
+/// and that the log counts live data in it (before, the open succeeded and the first read of
+/// one of its pages failed).
+#[test]
+fn a_missing_segment_with_live_data_is_corruption() {
+    let base = build(false);
+    let segment = base
+        .list()
+        .unwrap()
+        .into_iter()
+        .find(|n| n.starts_with("seg-"))
+        .expect("a segment file");
+    base.remove(&segment).unwrap();
+    let e = Db::open_with_storage(dyn_storage(&base), options())
+        .err()
+        .expect("the open must fail");
+    assert!(e.is_corruption(), "{e}");
+    assert!(e.to_string().contains(&segment), "{e}");
+    assert!(e.to_string().contains("live"), "{e}");
+    let e = Db::open_with_storage_read_only(dyn_storage(&base), options())
+        .err()
+        .expect("the read-only open must fail too");
+    assert!(e.to_string().contains(&segment), "{e}");
+}

@@ -267,6 +267,7 @@ pub(crate) fn recover(
             ),
         ));
     }
+    forget_deleted_segments(&names, &mut state.table, access)?;
     report.unaccounted_blocks = check_segment_tails(
         storage,
         &names,
@@ -401,6 +402,52 @@ fn judge_lost_tail(
         later_files,
         cut: false,
     })
+}
+
+/// Drop from the replayed segment table the segments deleted since the checkpoint: the
+/// cleaner deletes a segment once nothing live is left in it and no retained version needs it,
+/// and no log record says so, so the checkpoint's table (and the replay) still lists it. Left
+/// there, it would count as disk in use until the next commit. A listed segment that still
+/// holds live data but has no file is corruption (for a read-only open, a file deleted by a
+/// writer in another process since the log was read: reported as not found, and retried).
+fn forget_deleted_segments(
+    names: &[String],
+    table: &mut SegmentTable,
+    access: Access,
+) -> Result<()> {
+    let present: std::collections::BTreeSet<u32> = names
+        .iter()
+        .filter_map(|n| parse_segment_file_name(n))
+        .collect();
+    let missing: Vec<(u32, u64)> = table
+        .segments
+        .iter()
+        .filter(|(id, m)| m.used_blocks > 0 && !present.contains(id))
+        .map(|(id, m)| (*id, m.live_blocks()))
+        .collect();
+    for (id, live) in missing {
+        let name = segment_file_name(id);
+        if live > 0 || id == table.active {
+            return Err(match access {
+                Access::ReadWrite => Error::corruption(
+                    &name,
+                    0,
+                    format!(
+                        "the segment file is missing, but the log says it holds {live} live \
+                         blocks"
+                    ),
+                ),
+                Access::ReadOnly => Error::io(
+                    "opening",
+                    &name,
+                    std::io::Error::from(std::io::ErrorKind::NotFound),
+                ),
+            });
+        }
+        table.segments.remove(&id);
+        table.live_pages.remove(&id);
+    }
+    Ok(())
 }
 
 /// Look at the blocks past each segment's recorded fill (in the segment new blocks go to and in
