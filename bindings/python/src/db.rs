@@ -358,6 +358,7 @@ impl Db {
             ("pages_written", s.pages_written),
             ("disk_bytes", s.disk_bytes),
             ("live_bytes", s.live_bytes),
+            ("retained_bytes", s.retained_bytes),
             ("directory_bytes", s.directory_bytes),
             ("overlay_bytes", s.overlay_bytes),
             ("retained_versions", s.retained_versions),

@@ -142,6 +142,8 @@ typedef struct SprigStats {
   uint64_t overlay_bytes;
   // Committed versions retained.
   uint64_t retained_versions;
+  // Segment space kept only for older retained or read versions.
+  uint64_t retained_bytes;
 } SprigStats;
 
 // A read view of one committed version.

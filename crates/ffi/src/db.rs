@@ -281,6 +281,8 @@ pub struct SprigStats {
     pub overlay_bytes: u64,
     /// Committed versions retained.
     pub retained_versions: u64,
+    /// Segment space kept only for older retained or read versions.
+    pub retained_bytes: u64,
 }
 
 /// The database's statistics into `*out`.
@@ -311,6 +313,7 @@ pub unsafe extern "C" fn sprig_stats(
                 directory_bytes: s.directory_bytes,
                 overlay_bytes: s.overlay_bytes,
                 retained_versions: s.retained_versions,
+                retained_bytes: s.retained_bytes,
             },
         )
     })

@@ -59,7 +59,9 @@ pub struct Options {
     /// Write a checkpoint once the commit log holds this many bytes since the last one; it
     /// bounds the time to open. Default: 64 MiB.
     pub checkpoint_log_bytes: u64,
-    /// The cleaner keeps disk use below this multiple of the live data. Default: 2.0. At
+    /// The cleaner keeps disk use below this multiple of the latest version's live data, not
+    /// counting what older retained versions and open readers still hold (which no cleaner can
+    /// reclaim before they go; see [`crate::Stats::space_amplification`]). Default: 2.0. At
     /// least 1.2.
     pub max_space_amplification: f64,
     /// Run the cleaner after commits when disk use passes the limit. Default: true.

@@ -236,8 +236,13 @@ pub struct Stats {
     pub directory_nodes: u64,
     /// Bytes of segment files written (live and garbage).
     pub disk_bytes: u64,
-    /// Bytes of live pages and values.
+    /// Bytes of the latest version's pages and values.
     pub live_bytes: u64,
+    /// Bytes of segment files kept only for older versions still retained or read: pages and
+    /// values the latest version no longer uses but those versions do, and segments with
+    /// nothing live left that wait for those versions to go (no cleaning can reclaim them
+    /// sooner).
+    pub retained_bytes: u64,
     /// The latest commit's sequence number.
     pub seq: u64,
     /// Bytes held by live overlays (uncommitted changes).
@@ -259,8 +264,21 @@ impl Stats {
             + self.maintenance_page_reads
     }
 
-    /// Disk bytes per live byte.
+    /// Disk bytes per live byte of the latest version, not counting what older retained
+    /// versions and readers still hold ([`Stats::retained_bytes`], which no cleaning can
+    /// reclaim before they go): what the cleaner keeps within
+    /// [`crate::Options::max_space_amplification`].
     pub fn space_amplification(&self) -> f64 {
+        if self.live_bytes == 0 {
+            1.0
+        } else {
+            self.disk_bytes.saturating_sub(self.retained_bytes) as f64 / self.live_bytes as f64
+        }
+    }
+
+    /// Disk bytes per live byte of the latest version, counting everything: above
+    /// [`Stats::space_amplification`] by what retained versions hold.
+    pub fn total_space_amplification(&self) -> f64 {
         if self.live_bytes == 0 {
             1.0
         } else {

@@ -79,7 +79,10 @@ pub mod names {
     pub const DISK_BYTES: &str = "sprig_disk_bytes";
     /// Gauge, bytes: live pages and values.
     pub const LIVE_BYTES: &str = "sprig_live_bytes";
-    /// Gauge: disk bytes per live byte.
+    /// Gauge, bytes: segment space kept only for older retained or read versions.
+    pub const RETAINED_BYTES: &str = "sprig_retained_bytes";
+    /// Gauge: disk bytes per live byte, not counting what older versions hold (the figure
+    /// `Options::max_space_amplification` bounds).
     pub const SPACE_AMPLIFICATION: &str = "sprig_space_amplification";
     /// Gauge, bytes: memory held by overlays (finished, uncommitted batches).
     pub const OVERLAY_BYTES: &str = "sprig_overlay_bytes";
@@ -219,10 +222,16 @@ pub const CATALOG: &[(&str, MetricKind, Unit, &str)] = {
             "Bytes of live pages and values.",
         ),
         (
+            RETAINED_BYTES,
+            Gauge,
+            Unit::Bytes,
+            "Segment space kept only for older retained or read versions.",
+        ),
+        (
             SPACE_AMPLIFICATION,
             Gauge,
             Unit::Count,
-            "Disk bytes per live byte.",
+            "Disk bytes per live byte, not counting what older versions hold.",
         ),
         (
             OVERLAY_BYTES,
@@ -290,6 +299,7 @@ pub(crate) struct Metrics {
     pub entries: Gauge,
     pub disk_bytes: Gauge,
     pub live_bytes: Gauge,
+    pub retained_bytes: Gauge,
     pub space_amplification: Gauge,
     pub overlay_bytes: Gauge,
     pub overlays: Gauge,
@@ -338,6 +348,7 @@ impl Metrics {
             entries: g(ENTRIES),
             disk_bytes: g(DISK_BYTES),
             live_bytes: g(LIVE_BYTES),
+            retained_bytes: g(RETAINED_BYTES),
             space_amplification: g(SPACE_AMPLIFICATION),
             overlay_bytes: g(OVERLAY_BYTES),
             overlays: g(OVERLAYS),

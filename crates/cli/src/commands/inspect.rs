@@ -46,8 +46,10 @@ pub fn figures(db: &Db) -> CliResult<serde_json::Value> {
         "retained_versions": s.retained_versions,
         "disk_bytes": s.disk_bytes,
         "live_bytes": s.live_bytes,
+        "retained_bytes": s.retained_bytes,
         "files_bytes": files,
         "space_amplification": s.space_amplification(),
+        "total_space_amplification": s.total_space_amplification(),
         "ram_bytes": directory_ram + cache_ram,
         "directory_ram_bytes": directory_ram,
         "directory_ram_bytes_per_entry": if s.entries == 0 { 0.0 } else { directory_ram as f64 / s.entries as f64 },
@@ -69,6 +71,10 @@ pub fn describe(f: &serde_json::Value) -> String {
         .get("space_amplification")
         .and_then(serde_json::Value::as_f64)
         .unwrap_or(0.0);
+    let total = f
+        .get("total_space_amplification")
+        .and_then(serde_json::Value::as_f64)
+        .unwrap_or(0.0);
     format!(
         "entries              {}\n\
          pages                {}\n\
@@ -77,8 +83,9 @@ pub fn describe(f: &serde_json::Value) -> String {
          root                 {}\n\
          disk (segments)      {}\n\
          live data            {}\n\
+         retained data        {}\n\
          all files            {}\n\
-         space amplification  {amp:.2}\n\
+         space amplification  {amp:.2} ({total:.2} with what old versions hold)\n\
          RAM                  {} (directory {}, {:.1} bytes per entry; page cache {})\n\
          I/O backend          {}",
         grouped(n("entries")),
@@ -89,6 +96,7 @@ pub fn describe(f: &serde_json::Value) -> String {
         s("root"),
         bytes(n("disk_bytes")),
         bytes(n("live_bytes")),
+        bytes(n("retained_bytes")),
         bytes(n("files_bytes")),
         bytes(n("ram_bytes")),
         bytes(n("directory_ram_bytes")),

@@ -482,6 +482,7 @@ impl Db {
         let w = self.inner.log.writer.lock();
         s.disk_bytes = w.table.used_blocks() * io::BLOCK_BYTES as u64;
         s.live_bytes = w.table.live_blocks() * io::BLOCK_BYTES as u64;
+        s.retained_bytes = w.table.retained_blocks() * io::BLOCK_BYTES as u64;
         s
     }
 }

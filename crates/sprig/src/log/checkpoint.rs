@@ -179,6 +179,7 @@ impl Checkpoint {
             active,
             segment_blocks,
             live_pages: BTreeMap::new(),
+            held: Default::default(),
         };
         for (_, dir) in tables.dirs() {
             for_each_disk_page(&dir.tree(), &mut |l| table.add_pages(l, 1));

@@ -683,13 +683,13 @@ pub fn apply_record(
     next = apply_unions(tables, next, &record.unions, &changed_ids)?;
     // Accounting: the pages of dropped tables and of replaced regions go, the new ones come.
     for gone in &dropped {
-        for_each_disk_page(&gone.dir.tree(), &mut |l| table.add_pages(l, -1));
-        table.table_values_freed(gone.def.id);
+        for_each_disk_page(&gone.dir.tree(), &mut |l| table.page_released(l, record.seq));
+        table.table_values_freed(gone.def.id, record.seq);
     }
     for t in &record.tables {
         if let Some(before) = next.dir(t.table) {
             for_each_replaced_disk_page(before, t.regions.iter().map(|(p, _)| p), &mut |l| {
-                table.add_pages(l, -1)
+                table.page_released(l, record.seq)
             });
         }
         for (_, subtree) in &t.regions {
@@ -700,7 +700,7 @@ pub fn apply_record(
         next = next.with_dir(id, dir)?;
     }
     for l in &record.values_freed {
-        table.value_freed(*l);
+        table.value_freed(*l, record.seq);
     }
     for (l, blocks, t, key) in &record.values_written {
         table.value_written(*l, *blocks, *t, *key);

@@ -466,6 +466,67 @@ pub struct SegmentTable {
     /// Which blocks of each segment hold a live page (one bit per block): what the cleaner
     /// relocates from a victim, found without walking the directory.
     pub live_pages: BTreeMap<u32, Vec<u64>>,
+    /// Blocks the latest version no longer uses that older versions may still need (not
+    /// stored in checkpoints: the log replayed after one rebuilds them).
+    pub held: HeldBlocks,
+}
+
+/// Blocks the latest version no longer uses but older versions may: the blocks commit `seq`
+/// replaced or freed are needed by the versions before it, and become garbage once no version
+/// older than `seq` is retained or read. Counted so that disk use is judged against all the
+/// data some version needs, not only the latest's (the cleaner can never reclaim these early).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct HeldBlocks {
+    /// Blocks by the commit that released them, then by segment.
+    by_commit: BTreeMap<u64, BTreeMap<u32, u64>>,
+    /// The same blocks by segment.
+    by_segment: BTreeMap<u32, u64>,
+    total: u64,
+}
+
+impl HeldBlocks {
+    /// Count `blocks` blocks at `l`, released by commit `seq`.
+    pub fn hold(&mut self, seq: u64, l: u64, blocks: u64) {
+        let segment = loc_segment(l);
+        *self
+            .by_commit
+            .entry(seq)
+            .or_default()
+            .entry(segment)
+            .or_default() += blocks;
+        *self.by_segment.entry(segment).or_default() += blocks;
+        self.total += blocks;
+    }
+
+    /// Forget the blocks released by commits up to `oldest`, the oldest version still retained
+    /// or read (`None`: only the latest is): no version needs them any more.
+    pub fn release_up_to(&mut self, oldest: Option<u64>) {
+        let oldest = oldest.unwrap_or(u64::MAX);
+        while let Some(entry) = self.by_commit.first_entry() {
+            if *entry.key() > oldest {
+                break;
+            }
+            for (segment, blocks) in entry.remove() {
+                if let Some(n) = self.by_segment.get_mut(&segment) {
+                    *n = n.saturating_sub(blocks);
+                    if *n == 0 {
+                        self.by_segment.remove(&segment);
+                    }
+                }
+                self.total = self.total.saturating_sub(blocks);
+            }
+        }
+    }
+
+    /// Held blocks in `segment`.
+    pub fn in_segment(&self, segment: u32) -> u64 {
+        self.by_segment.get(&segment).copied().unwrap_or(0)
+    }
+
+    /// Held blocks in all segments.
+    pub fn total(&self) -> u64 {
+        self.total
+    }
 }
 
 impl SegmentTable {
@@ -479,6 +540,7 @@ impl SegmentTable {
             active: 1,
             segment_blocks,
             live_pages: BTreeMap::new(),
+            held: HeldBlocks::default(),
         }
     }
 
@@ -572,16 +634,24 @@ impl SegmentTable {
         }
     }
 
-    /// Forget the value record at `l`: nothing refers to it any more.
-    pub fn value_freed(&mut self, l: u64) {
+    /// The page at `l` is no longer live as of commit `seq`: older versions may still need it.
+    pub fn page_released(&mut self, l: u64, seq: u64) {
+        self.add_pages(l, -1);
+        self.held.hold(seq, l, 1);
+    }
+
+    /// Forget the value record at `l`, freed by commit `seq`: the latest version no longer
+    /// refers to it (older versions may).
+    pub fn value_freed(&mut self, l: u64, seq: u64) {
         if let Some((blocks, _, _)) = self.values.remove(&l) {
             let meta = self.segments.entry(loc_segment(l)).or_default();
             meta.live_value_blocks = meta.live_value_blocks.saturating_sub(u64::from(blocks));
+            self.held.hold(seq, l, u64::from(blocks));
         }
     }
 
-    /// Forget every value record of `table` (a dropped table).
-    pub fn table_values_freed(&mut self, table: TableId) {
+    /// Forget every value record of `table` (a table dropped by commit `seq`).
+    pub fn table_values_freed(&mut self, table: TableId, seq: u64) {
         let gone: Vec<u64> = self
             .values
             .iter()
@@ -589,7 +659,7 @@ impl SegmentTable {
             .map(|(l, _)| *l)
             .collect();
         for l in gone {
-            self.value_freed(l);
+            self.value_freed(l, seq);
         }
     }
 
@@ -605,6 +675,22 @@ impl SegmentTable {
     pub fn live_blocks(&self) -> u64 {
         self.segments.values().map(SegmentMeta::live_blocks).sum()
     }
+
+    /// Blocks only older retained or read versions keep on disk, which no cleaning can reclaim
+    /// before those versions go: the held blocks of segments with live data, and the whole of
+    /// segments with no live data left but held blocks (they are deleted once the versions
+    /// holding those blocks go).
+    pub fn retained_blocks(&self) -> u64 {
+        self.segments
+            .iter()
+            .map(|(id, m)| match (m.live_blocks(), self.held.in_segment(*id)) {
+                (_, 0) => 0,
+                (0, _) if *id != self.active => u64::from(m.used_blocks),
+                (_, held) => held,
+            })
+            .sum()
+    }
+
 }
 
 #[cfg(test)]

@@ -109,12 +109,15 @@ impl Inner {
         let block = crate::io::BLOCK_BYTES as f64;
         let disk = w.table.used_blocks() as f64 * block;
         let live = w.table.live_blocks() as f64 * block;
+        let retained = w.table.retained_blocks();
+        let counted = w.table.used_blocks().saturating_sub(retained) as f64 * block;
         m.seq.set(head.seq as f64);
         m.entries.set(head.tables.total_len() as f64);
         m.disk_bytes.set(disk);
         m.live_bytes.set(live);
+        m.retained_bytes.set(retained as f64 * block);
         m.space_amplification
-            .set(if live > 0.0 { disk / live } else { 1.0 });
+            .set(if live > 0.0 { counted / live } else { 1.0 });
         m.cached_pages.set(self.cache.len() as f64);
         m.retained_versions
             .set(self.versions.retained_count() as f64);
@@ -136,8 +139,10 @@ impl Inner {
         Ok(())
     }
 
-    /// Note which segments hold no live data as of the latest version.
+    /// Note which segments hold no live data as of the latest version, and forget the held
+    /// blocks no retained or read version needs any more.
     pub fn refresh_emptied(&self, w: &mut Writer) {
+        w.table.held.release_up_to(self.versions.oldest_pinned());
         let head = self.head();
         let pinned = w.pinned_segments(&head.tables);
         w.refresh_emptied(head.seq, pinned);
