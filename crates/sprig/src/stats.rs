@@ -252,6 +252,21 @@ pub struct Stats {
 
 impl Stats {
     /// SSD page reads of every kind.
+    ///
+    /// ```
+    /// # fn main() -> sprig::Result<()> {
+    /// use sprig::{Db, Options};
+    /// let db = Db::open_in_memory(Options { page_cache_bytes: 0, ..Options::default() })?;
+    /// let mut batch = db.begin();
+    /// batch.put([1u8; 32], "v")?;
+    /// db.commit(batch.finish()?)?;
+    /// let before = db.stats();
+    /// db.view().get(&[1u8; 32])?;
+    /// let after = db.stats();
+    /// assert_eq!(after.page_reads(), before.page_reads() + 1); // one SSD read per lookup
+    /// assert_eq!(after.lookup_page_reads, before.lookup_page_reads + 1);
+    /// # Ok(()) }
+    /// ```
     pub fn page_reads(&self) -> u64 {
         self.lookup_page_reads
             + self.batch_page_reads
@@ -260,6 +275,20 @@ impl Stats {
     }
 
     /// Disk bytes per live byte.
+    ///
+    /// ```
+    /// # fn main() -> sprig::Result<()> {
+    /// use sprig::{Db, Options};
+    /// let db = Db::open_in_memory(Options { retained_versions: 1, ..Options::default() })?;
+    /// assert_eq!(db.stats().space_amplification(), 1.0); // nothing stored yet
+    /// for value in ["one", "two"] {
+    ///     let mut batch = db.begin();
+    ///     batch.put([1u8; 32], value)?;
+    ///     db.commit(batch.finish()?)?;
+    /// }
+    /// assert!(db.stats().space_amplification() > 1.0); // the first page version is garbage
+    /// # Ok(()) }
+    /// ```
     pub fn space_amplification(&self) -> f64 {
         if self.live_bytes == 0 {
             1.0
