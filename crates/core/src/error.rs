@@ -4,6 +4,17 @@
 use crate::trie::KeyPath;
 
 /// Why a proof, witness or encoding was rejected.
+///
+/// ```
+/// use sprig_core::{Hasher, ProofError, ReferenceModel};
+/// let mut state = ReferenceModel::new(Hasher::Blake3);
+/// state.insert([1u8; 32], b"v".to_vec());
+/// let proof = state.path_proof(&[1u8; 32]);
+/// let forged = proof.verify_value(Hasher::Blake3, &state.root(), &[1u8; 32], Some(b"w"));
+/// assert_eq!(forged, Err(ProofError::ValueMismatch { key: [1u8; 32] }));
+/// let stale = proof.verify(Hasher::Blake3, &[7u8; 32], &[1u8; 32]);
+/// assert_eq!(stale, Err(ProofError::RootMismatch));
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum ProofError {

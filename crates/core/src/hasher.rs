@@ -10,6 +10,17 @@ use sha2::Digest as _;
 
 /// The hash function behind a trie. Chosen per database, recorded in it, and carried in every
 /// encoded proof so that a mismatch is an error instead of a silent failure.
+///
+/// ```
+/// # fn main() -> Result<(), sprig_core::ProofError> {
+/// use sprig_core::{Hasher, PathProof, ProofError, ReferenceModel};
+/// let state = ReferenceModel::new(Hasher::Sha256);
+/// let bytes = state.path_proof(&[1u8; 32]).encode(Hasher::Sha256); // carries the hasher's id
+/// PathProof::decode(&bytes, Hasher::Sha256)?;
+/// let mismatch = PathProof::decode(&bytes, Hasher::Blake3);
+/// assert_eq!(mismatch, Err(ProofError::HasherMismatch { expected: 1, found: 2 }));
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum Hasher {
     /// BLAKE3 (the default): fast on every CPU, with SIMD.
@@ -23,9 +34,21 @@ pub enum Hasher {
 
 impl Hasher {
     /// Every hasher Sprig knows, in id order.
+    ///
+    /// ```
+    /// use sprig_core::Hasher;
+    /// assert_eq!(Hasher::ALL.map(Hasher::name), ["blake3", "sha256", "keccak256"]);
+    /// assert!(Hasher::ALL.iter().all(|h| Hasher::from_id(h.id()) == Some(*h)));
+    /// ```
     pub const ALL: [Hasher; 3] = [Hasher::Blake3, Hasher::Sha256, Hasher::Keccak256];
 
     /// The one-byte identifier stored in databases and encoded proofs.
+    ///
+    /// ```
+    /// use sprig_core::Hasher;
+    /// assert_eq!((Hasher::Blake3.id(), Hasher::Sha256.id(), Hasher::Keccak256.id()), (1, 2, 3));
+    /// assert_eq!(Hasher::from_id(Hasher::Sha256.id()), Some(Hasher::Sha256));
+    /// ```
     pub const fn id(self) -> u8 {
         match self {
             Hasher::Blake3 => 1,
@@ -35,6 +58,12 @@ impl Hasher {
     }
 
     /// The hasher with the given identifier, if there is one.
+    ///
+    /// ```
+    /// use sprig_core::Hasher;
+    /// assert_eq!(Hasher::from_id(3), Some(Hasher::Keccak256));
+    /// assert_eq!(Hasher::from_id(0), None);
+    /// ```
     pub const fn from_id(id: u8) -> Option<Hasher> {
         match id {
             1 => Some(Hasher::Blake3),
@@ -45,6 +74,12 @@ impl Hasher {
     }
 
     /// The lowercase name used in options, files and command lines.
+    ///
+    /// ```
+    /// use sprig_core::Hasher;
+    /// assert_eq!(Hasher::Keccak256.name(), "keccak256");
+    /// assert_eq!(Hasher::Blake3.to_string(), Hasher::Blake3.name()); // Display prints the name
+    /// ```
     pub const fn name(self) -> &'static str {
         match self {
             Hasher::Blake3 => "blake3",
@@ -54,6 +89,12 @@ impl Hasher {
     }
 
     /// The hasher with the given name (case-insensitive), if there is one.
+    ///
+    /// ```
+    /// use sprig_core::Hasher;
+    /// assert_eq!(Hasher::from_name("SHA256"), Some(Hasher::Sha256)); // case-insensitive
+    /// assert_eq!(Hasher::from_name("md5"), None);
+    /// ```
     pub fn from_name(name: &str) -> Option<Hasher> {
         Hasher::ALL
             .into_iter()
@@ -61,6 +102,12 @@ impl Hasher {
     }
 
     /// Hash an arbitrary byte string: `H(bytes)`.
+    ///
+    /// ```
+    /// use sprig_core::Hasher;
+    /// assert_eq!(Hasher::Sha256.hash_value(b"")[..4], [0xe3, 0xb0, 0xc4, 0x42]); // SHA-256("")
+    /// assert_eq!(Hasher::Blake3.hash_value(b"")[..4], [0xaf, 0x13, 0x49, 0xb9]); // BLAKE3("")
+    /// ```
     pub fn hash_value(self, bytes: &[u8]) -> ValueHash {
         match self {
             Hasher::Blake3 => *blake3::hash(bytes).as_bytes(),
@@ -96,6 +143,16 @@ impl Hasher {
     }
 
     /// The hash of a leaf: `H(key_path ‖ value_hash)` with the most significant bit set.
+    ///
+    /// ```
+    /// use sprig_core::{Hasher, NodeKind, ReferenceModel};
+    /// let h = Hasher::Blake3;
+    /// let mut state = ReferenceModel::new(h);
+    /// state.insert([1u8; 32], b"v".to_vec());
+    /// let leaf = h.hash_leaf(&[1u8; 32], &h.hash_value(b"v"));
+    /// assert_eq!(state.root(), leaf); // one entry: the root is its leaf
+    /// assert_eq!(Hasher::node_kind(&leaf), NodeKind::Leaf); // the top bit is set
+    /// ```
     pub fn hash_leaf(self, key_path: &KeyPath, value_hash: &ValueHash) -> Node {
         let mut node = self.hash_pair(key_path, value_hash);
         node[0] |= 0x80;
@@ -106,6 +163,17 @@ impl Hasher {
     ///
     /// This is the raw rule; [`crate::trie::parent`] applies the compaction that decides whether
     /// an internal node exists at all.
+    ///
+    /// ```
+    /// use sprig_core::{Hasher, ReferenceModel};
+    /// let h = Hasher::Blake3;
+    /// let (a, b) = ([0x00u8; 32], [0x80u8; 32]); // they differ in the first bit
+    /// let mut state = ReferenceModel::new(h);
+    /// state.insert(a, b"a".to_vec());
+    /// state.insert(b, b"b".to_vec());
+    /// let leaf = |key, value: &[u8]| h.hash_leaf(key, &h.hash_value(value));
+    /// assert_eq!(state.root(), h.hash_internal(&leaf(&a, b"a"), &leaf(&b, b"b")));
+    /// ```
     pub fn hash_internal(self, left: &Node, right: &Node) -> Node {
         let mut node = self.hash_pair(left, right);
         node[0] &= 0x7f;
@@ -114,6 +182,15 @@ impl Hasher {
 
     /// The kind of node a hash denotes: the terminator is all zeros, leaves have the most
     /// significant bit set, internal nodes have it cleared.
+    ///
+    /// ```
+    /// use sprig_core::{Hasher, NodeKind, TERMINATOR};
+    /// let h = Hasher::Blake3;
+    /// let leaf = h.hash_leaf(&[1u8; 32], &[2u8; 32]);
+    /// assert_eq!(Hasher::node_kind(&TERMINATOR), NodeKind::Terminator);
+    /// assert_eq!(Hasher::node_kind(&leaf), NodeKind::Leaf);
+    /// assert_eq!(Hasher::node_kind(&h.hash_internal(&leaf, &leaf)), NodeKind::Internal);
+    /// ```
     pub fn node_kind(node: &Node) -> NodeKind {
         if node[0] & 0x80 != 0 {
             NodeKind::Leaf

@@ -43,6 +43,13 @@ pub use trie::{KeyPath, LeafData, Node, NodeKind, ValueHash, TERMINATOR};
 /// Callers whose keys are not already uniform 32-byte strings (account addresses, UTXO ids,
 /// table keys) use this to obtain a path. It is the value hash of the key bytes, so the same
 /// key always lands on the same path for a given hasher.
+///
+/// ```
+/// use sprig_core::{key_path_of, Hasher};
+/// let alice = key_path_of(Hasher::Blake3, b"alice");
+/// assert_eq!(alice, Hasher::Blake3.hash_value(b"alice")); // the hash of the key's bytes
+/// assert_ne!(alice, key_path_of(Hasher::Sha256, b"alice")); // another hasher, another path
+/// ```
 pub fn key_path_of(hasher: Hasher, key: &[u8]) -> KeyPath {
     hasher.hash_value(key)
 }

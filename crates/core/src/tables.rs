@@ -20,14 +20,35 @@ use alloc::vec::Vec;
 
 /// The name of the table every database has: a database that never creates another table
 /// keeps exactly the root it would have without tables.
+///
+/// ```
+/// use sprig_core::{Hasher, TablesModel, DEFAULT_TABLE};
+/// let mut db = TablesModel::new(Hasher::Blake3);
+/// assert_eq!(db.names().collect::<Vec<_>>(), [DEFAULT_TABLE]); // every database has it
+/// db.table_mut(DEFAULT_TABLE).expect("always there").insert([1u8; 32], b"v".to_vec());
+/// assert!(!db.drop_table(DEFAULT_TABLE));
+/// ```
 pub const DEFAULT_TABLE: &str = "default";
 
 /// The longest table name, in bytes.
+///
+/// ```
+/// use sprig_core::{tables::{table_key, MAX_TABLE_NAME_BYTES}, Hasher};
+/// assert_eq!(MAX_TABLE_NAME_BYTES, 255); // Sprig refuses longer table names
+/// let longest = "t".repeat(MAX_TABLE_NAME_BYTES);
+/// assert_eq!(table_key(Hasher::Blake3, &longest), Hasher::Blake3.hash_value(longest.as_bytes()));
+/// ```
 pub const MAX_TABLE_NAME_BYTES: usize = 255;
 
 const MAGIC: &[u8; 4] = b"SPTP";
 
 /// The key path of table `name`'s leaf in the root of roots.
+///
+/// ```
+/// use sprig_core::{table_key, Hasher, KeyPath};
+/// let key: KeyPath = table_key(Hasher::Blake3, "utxo"); // the table's leaf in the root of roots
+/// assert_eq!(key, sprig_core::key_path_of(Hasher::Blake3, b"utxo"));
+/// ```
 pub fn table_key(hasher: Hasher, name: &str) -> KeyPath {
     hasher.hash_value(name.as_bytes())
 }
@@ -47,6 +68,14 @@ fn leaves<'a>(
 }
 
 /// The database root of tables given as (name, table root); names must be distinct.
+///
+/// ```
+/// use sprig_core::{database_root, Hasher, TablesModel};
+/// let mut db = TablesModel::new(Hasher::Blake3);
+/// db.create("utxo");
+/// let roots = db.names().map(|name| (name, db.table(name).map_or([0u8; 32], |t| t.root())));
+/// assert_eq!(database_root(Hasher::Blake3, roots), db.root());
+/// ```
 pub fn database_root<'a>(
     hasher: Hasher,
     tables: impl IntoIterator<Item = (&'a str, Node)>,
@@ -55,6 +84,16 @@ pub fn database_root<'a>(
 }
 
 /// A proof of table `name`'s root under the database root of `tables`.
+///
+/// ```
+/// # fn main() -> Result<(), sprig_core::ProofError> {
+/// use sprig_core::{database_root, table_key, tables::table_root_proof, Hasher};
+/// let h = Hasher::Blake3;
+/// let tables = [("default", [0u8; 32]), ("utxo", [7u8; 32])]; // (name, table root)
+/// let proof = table_root_proof(h, tables, "utxo");
+/// proof.verify_value(h, &database_root(h, tables), &table_key(h, "utxo"), Some(&[7u8; 32]))?;
+/// # Ok(()) }
+/// ```
 pub fn table_root_proof<'a>(
     hasher: Hasher,
     tables: impl IntoIterator<Item = (&'a str, Node)>,
@@ -64,6 +103,20 @@ pub fn table_root_proof<'a>(
 }
 
 /// A key's inclusion or exclusion in a table, under the database root.
+///
+/// ```
+/// # fn main() -> Result<(), sprig_core::ProofError> {
+/// use sprig_core::{Hasher, TablesModel};
+/// let h = Hasher::Blake3;
+/// let mut db = TablesModel::new(h);
+/// db.create("utxo");
+/// db.table_mut("utxo").expect("created").insert([1u8; 32], b"coin".to_vec());
+/// let proof = db.table_proof("utxo", &[1u8; 32]).expect("a table");
+/// // One proof against the one database root: the table under it, the key under the table.
+/// proof.verify_value(h, &db.root(), "utxo", &[1u8; 32], Some(b"coin"))?;
+/// assert_eq!(proof.table_root, db.table("utxo").expect("created").root());
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TableProof {
     /// The table's root when the proof was made.
@@ -78,6 +131,18 @@ impl TableProof {
     /// Check the proof against `db_root` for `key` in table `name` and say what it shows.
     /// Fails if the table's root is not under `db_root` (an absent table included) or the key
     /// proof does not hash to the table's root.
+    ///
+    /// ```
+    /// # fn main() -> Result<(), sprig_core::ProofError> {
+    /// use sprig_core::{Hasher, Lookup, TablesModel};
+    /// let h = Hasher::Blake3;
+    /// let mut db = TablesModel::new(h);
+    /// db.create("utxo");
+    /// let proof = db.table_proof("utxo", &[1u8; 32]).expect("a table");
+    /// assert_eq!(proof.verify(h, &db.root(), "utxo", &[1u8; 32])?, Lookup::Absent);
+    /// assert!(proof.verify(h, &db.root(), "default", &[1u8; 32]).is_err()); // another table
+    /// # Ok(()) }
+    /// ```
     pub fn verify(
         &self,
         hasher: Hasher,
@@ -96,6 +161,20 @@ impl TableProof {
 
     /// Check that the proof shows `key` in table `name` with exactly `value` (or absent, for
     /// `None`) under `db_root`.
+    ///
+    /// ```
+    /// # fn main() -> Result<(), sprig_core::ProofError> {
+    /// use sprig_core::{Hasher, ProofError, TablesModel};
+    /// let h = Hasher::Blake3;
+    /// let mut db = TablesModel::new(h);
+    /// db.create("utxo");
+    /// db.table_mut("utxo").expect("created").insert([1u8; 32], b"coin".to_vec());
+    /// let proof = db.table_proof("utxo", &[1u8; 32]).expect("a table");
+    /// proof.verify_value(h, &db.root(), "utxo", &[1u8; 32], Some(b"coin"))?;
+    /// let spent = proof.verify_value(h, &db.root(), "utxo", &[1u8; 32], None);
+    /// assert_eq!(spent, Err(ProofError::ValueMismatch { key: [1u8; 32] }));
+    /// # Ok(()) }
+    /// ```
     pub fn verify_value(
         &self,
         hasher: Hasher,
@@ -117,6 +196,18 @@ impl TableProof {
     /// The versioned binary encoding (see `docs/PROOF_FORMAT.md`): magic `SPTP`, version,
     /// hasher id, the table root, then the two path proofs, each as a u32 length and its own
     /// encoding.
+    ///
+    /// ```
+    /// # fn main() -> Result<(), sprig_core::ProofError> {
+    /// use sprig_core::{Hasher, TableProof, TablesModel};
+    /// let mut db = TablesModel::new(Hasher::Blake3);
+    /// db.create("utxo");
+    /// let proof = db.table_proof("utxo", &[1u8; 32]).expect("a table");
+    /// let bytes = proof.encode(Hasher::Blake3);
+    /// assert_eq!(&bytes[..4], b"SPTP");
+    /// assert_eq!(TableProof::decode(&bytes, Hasher::Blake3)?, proof);
+    /// # Ok(()) }
+    /// ```
     pub fn encode(&self, hasher: Hasher) -> Vec<u8> {
         let mut out = Vec::new();
         write_header(&mut out, MAGIC, FORMAT_VERSION);
@@ -133,6 +224,18 @@ impl TableProof {
     }
 
     /// Decode a table proof made with `hasher`.
+    ///
+    /// ```
+    /// # fn main() -> Result<(), sprig_core::ProofError> {
+    /// use sprig_core::{Hasher, ProofError, TableProof, TablesModel};
+    /// let db = TablesModel::new(Hasher::Sha256);
+    /// let bytes = db.table_proof("default", &[1u8; 32]).expect("a table").encode(Hasher::Sha256);
+    /// let proof = TableProof::decode(&bytes, Hasher::Sha256)?;
+    /// proof.verify_value(Hasher::Sha256, &db.root(), "default", &[1u8; 32], None)?;
+    /// let wrong = TableProof::decode(&bytes, Hasher::Blake3);
+    /// assert!(matches!(wrong, Err(ProofError::HasherMismatch { .. })));
+    /// # Ok(()) }
+    /// ```
     pub fn decode(bytes: &[u8], hasher: Hasher) -> Result<TableProof, ProofError> {
         let mut r = Reader::new(bytes);
         r.header(MAGIC, "table proof", FORMAT_VERSION)?;
@@ -163,6 +266,19 @@ impl TableProof {
 /// root recomputed from scratch. The default table always exists. A table can be marked
 /// pending (an incremental union still filling it): it holds its whole content but is left
 /// out of the database root until marked complete.
+///
+/// ```
+/// use sprig_core::{Hasher, ReferenceModel, TablesModel};
+/// let h = Hasher::Blake3;
+/// let mut db = TablesModel::new(h);
+/// assert_eq!(db.root(), sprig_core::database_root(h, [("default", [0u8; 32])]));
+/// db.create("utxo");
+/// db.table_mut("utxo").expect("created").insert([1u8; 32], b"coin".to_vec());
+/// let mut utxo = ReferenceModel::new(h);
+/// utxo.insert([1u8; 32], b"coin".to_vec());
+/// let roots = [("default", [0u8; 32]), ("utxo", utxo.root())];
+/// assert_eq!(db.root(), sprig_core::database_root(h, roots));
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TablesModel {
     hasher: Hasher,
@@ -172,6 +288,13 @@ pub struct TablesModel {
 
 impl TablesModel {
     /// A database with only the (empty) default table.
+    ///
+    /// ```
+    /// use sprig_core::{Hasher, TablesModel, TERMINATOR};
+    /// let db = TablesModel::new(Hasher::Blake3);
+    /// assert_eq!(db.names().count(), 1);
+    /// assert_eq!(db.table("default").map(|t| t.root()), Some(TERMINATOR));
+    /// ```
     pub fn new(hasher: Hasher) -> TablesModel {
         let mut tables = BTreeMap::new();
         tables.insert(String::from(DEFAULT_TABLE), ReferenceModel::new(hasher));
@@ -183,6 +306,17 @@ impl TablesModel {
     }
 
     /// Mark table `name` pending or complete (returns false if there is no such table).
+    ///
+    /// ```
+    /// use sprig_core::{Hasher, TablesModel};
+    /// let mut db = TablesModel::new(Hasher::Blake3);
+    /// db.create("union");
+    /// let with_it = db.root();
+    /// assert!(db.set_pending("union", true)); // an incremental union is filling it
+    /// assert_ne!(db.root(), with_it); // left out of the database root
+    /// assert!(db.table_proof("union", &[1u8; 32]).is_none());
+    /// assert!(!db.set_pending("nope", true));
+    /// ```
     pub fn set_pending(&mut self, name: &str, pending: bool) -> bool {
         if !self.tables.contains_key(name) || name == DEFAULT_TABLE {
             return false;
@@ -196,6 +330,16 @@ impl TablesModel {
     }
 
     /// Whether table `name` is pending.
+    ///
+    /// ```
+    /// use sprig_core::{Hasher, TablesModel};
+    /// let mut db = TablesModel::new(Hasher::Blake3);
+    /// db.create("union");
+    /// db.set_pending("union", true);
+    /// assert!(db.is_pending("union"));
+    /// db.set_pending("union", false); // the union completed
+    /// assert!(!db.is_pending("union"));
+    /// ```
     pub fn is_pending(&self, name: &str) -> bool {
         self.pending.contains(name)
     }
@@ -209,16 +353,40 @@ impl TablesModel {
     }
 
     /// The table `name`, if it exists.
+    ///
+    /// ```
+    /// use sprig_core::{Hasher, TablesModel};
+    /// let mut db = TablesModel::new(Hasher::Blake3);
+    /// db.create("utxo");
+    /// assert!(db.table("utxo").is_some_and(|t| t.is_empty()));
+    /// assert!(db.table("nope").is_none());
+    /// ```
     pub fn table(&self, name: &str) -> Option<&ReferenceModel> {
         self.tables.get(name)
     }
 
     /// The table `name` to change, if it exists.
+    ///
+    /// ```
+    /// use sprig_core::{Hasher, TablesModel};
+    /// let mut db = TablesModel::new(Hasher::Blake3);
+    /// db.create("utxo");
+    /// let before = db.root();
+    /// db.table_mut("utxo").expect("created").insert([1u8; 32], b"coin".to_vec());
+    /// assert_ne!(db.root(), before);
+    /// ```
     pub fn table_mut(&mut self, name: &str) -> Option<&mut ReferenceModel> {
         self.tables.get_mut(name)
     }
 
     /// Create an empty table `name` (returns false if it exists).
+    ///
+    /// ```
+    /// use sprig_core::{Hasher, TablesModel};
+    /// let mut db = TablesModel::new(Hasher::Blake3);
+    /// assert!(db.create("utxo"));
+    /// assert!(!db.create("utxo")); // it exists
+    /// ```
     pub fn create(&mut self, name: &str) -> bool {
         if self.tables.contains_key(name) {
             return false;
@@ -229,23 +397,61 @@ impl TablesModel {
     }
 
     /// Drop table `name` (returns false if it does not exist or is the default table).
+    ///
+    /// ```
+    /// use sprig_core::{Hasher, TablesModel};
+    /// let mut db = TablesModel::new(Hasher::Blake3);
+    /// let empty = db.root();
+    /// db.create("scratch");
+    /// assert!(db.drop_table("scratch"));
+    /// assert_eq!(db.root(), empty);
+    /// assert!(!db.drop_table("scratch") && !db.drop_table("default"));
+    /// ```
     pub fn drop_table(&mut self, name: &str) -> bool {
         self.pending.remove(name);
         name != DEFAULT_TABLE && self.tables.remove(name).is_some()
     }
 
     /// Every table's name, in order.
+    ///
+    /// ```
+    /// use sprig_core::{Hasher, TablesModel};
+    /// let mut db = TablesModel::new(Hasher::Blake3);
+    /// db.create("utxo");
+    /// db.create("accounts");
+    /// assert_eq!(db.names().collect::<Vec<_>>(), ["accounts", "default", "utxo"]); // by name
+    /// ```
     pub fn names(&self) -> impl Iterator<Item = &str> {
         self.tables.keys().map(String::as_str)
     }
 
     /// The database root (over the tables that are not pending).
+    ///
+    /// ```
+    /// use sprig_core::{Hasher, TablesModel};
+    /// let mut db = TablesModel::new(Hasher::Blake3);
+    /// let before = db.root();
+    /// db.create("utxo"); // an empty table adds a leaf to the root of roots
+    /// assert_ne!(db.root(), before);
+    /// ```
     pub fn root(&self) -> Node {
         database_root(self.hasher, self.complete_roots())
     }
 
     /// A proof of `key` in table `name` under [`TablesModel::root`] (`None` if there is no
     /// such table, or it is pending).
+    ///
+    /// ```
+    /// # fn main() -> Result<(), sprig_core::ProofError> {
+    /// use sprig_core::{Hasher, TablesModel};
+    /// let mut db = TablesModel::new(Hasher::Blake3);
+    /// db.create("utxo");
+    /// db.table_mut("utxo").expect("created").insert([1u8; 32], b"coin".to_vec());
+    /// let proof = db.table_proof("utxo", &[1u8; 32]).expect("a table");
+    /// proof.verify_value(Hasher::Blake3, &db.root(), "utxo", &[1u8; 32], Some(b"coin"))?;
+    /// assert!(db.table_proof("nope", &[1u8; 32]).is_none());
+    /// # Ok(()) }
+    /// ```
     pub fn table_proof(&self, name: &str, key: &KeyPath) -> Option<TableProof> {
         if self.pending.contains(name) {
             return None;

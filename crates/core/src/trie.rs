@@ -15,19 +15,65 @@ use crate::hasher::Hasher;
 use alloc::vec::Vec;
 
 /// A 32-byte key path, read as 256 bits, most significant bit first.
+///
+/// ```
+/// use sprig_core::{key_path_of, trie::bit_at, Hasher, KeyPath};
+/// let key: KeyPath = key_path_of(Hasher::Blake3, b"alice"); // 256 bits
+/// assert_eq!(bit_at(&key, 0), key[0] >= 0x80); // read most significant bit first
+/// ```
 pub type KeyPath = [u8; 32];
 /// The hash of a value: `H(value)`.
+///
+/// ```
+/// use sprig_core::{Hasher, LeafData, ValueHash};
+/// let value_hash: ValueHash = Hasher::Blake3.hash_value(b"100 coins");
+/// let leaf = LeafData { key_path: [1u8; 32], value_hash }; // what the trie commits to
+/// assert_eq!(leaf.hash(Hasher::Blake3), Hasher::Blake3.hash_leaf(&[1u8; 32], &value_hash));
+/// ```
 pub type ValueHash = [u8; 32];
 /// A trie node: the terminator, a leaf hash or an internal hash.
+///
+/// ```
+/// use sprig_core::{Hasher, Node, NodeKind, ReferenceModel};
+/// let mut state = ReferenceModel::new(Hasher::Blake3);
+/// state.insert([1u8; 32], b"a".to_vec());
+/// state.insert([2u8; 32], b"b".to_vec());
+/// let root: Node = state.root();
+/// assert_eq!(Hasher::node_kind(&root), NodeKind::Internal); // two entries below
+/// ```
 pub type Node = [u8; 32];
 
 /// The node of an empty subtree at any height.
+///
+/// ```
+/// use sprig_core::{Hasher, ReferenceModel, TERMINATOR};
+/// assert_eq!(ReferenceModel::new(Hasher::Blake3).root(), TERMINATOR); // the empty trie
+/// assert_eq!(TERMINATOR, [0u8; 32]);
+/// ```
 pub const TERMINATOR: Node = [0u8; 32];
 
 /// The number of bits in a key path, and so the greatest depth of any leaf.
+///
+/// ```
+/// use sprig_core::trie::{bit_at, KEY_BITS};
+/// assert_eq!(KEY_BITS, 8 * 32);
+/// assert!(bit_at(&[0xffu8; 32], KEY_BITS - 1));
+/// assert!(!bit_at(&[0xffu8; 32], KEY_BITS)); // past the last bit: 0
+/// ```
 pub const KEY_BITS: usize = 256;
 
 /// What a node hash denotes.
+///
+/// ```
+/// use sprig_core::{Hasher, NodeKind, ReferenceModel};
+/// let mut state = ReferenceModel::new(Hasher::Blake3);
+/// let mut kinds = vec![Hasher::node_kind(&state.root())];
+/// for i in 1u8..=2 {
+///     state.insert([i; 32], vec![i]);
+///     kinds.push(Hasher::node_kind(&state.root()));
+/// }
+/// assert_eq!(kinds, [NodeKind::Terminator, NodeKind::Leaf, NodeKind::Internal]);
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum NodeKind {
     /// An empty subtree.
@@ -39,6 +85,15 @@ pub enum NodeKind {
 }
 
 /// The preimage of a leaf: the entry's full key path and the hash of its value.
+///
+/// ```
+/// use sprig_core::{Hasher, LeafData, ReferenceModel, Terminal};
+/// let h = Hasher::Blake3;
+/// let mut state = ReferenceModel::new(h);
+/// state.insert([1u8; 32], b"v".to_vec());
+/// let leaf = LeafData { key_path: [1u8; 32], value_hash: h.hash_value(b"v") };
+/// assert_eq!(state.path_proof(&[1u8; 32]).terminal, Terminal::Leaf(leaf)); // where the path ends
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct LeafData {
     /// The entry's key path.
@@ -49,6 +104,15 @@ pub struct LeafData {
 
 impl LeafData {
     /// The leaf's node hash.
+    ///
+    /// ```
+    /// use sprig_core::{Hasher, LeafData, ReferenceModel};
+    /// let h = Hasher::Sha256;
+    /// let mut state = ReferenceModel::new(h);
+    /// state.insert([1u8; 32], b"v".to_vec());
+    /// let leaf = LeafData { key_path: [1u8; 32], value_hash: h.hash_value(b"v") };
+    /// assert_eq!(leaf.hash(h), state.root()); // a lone entry's leaf is the root
+    /// ```
     pub fn hash(&self, hasher: Hasher) -> Node {
         hasher.hash_leaf(&self.key_path, &self.value_hash)
     }
@@ -57,12 +121,27 @@ impl LeafData {
 /// Bit `depth` of a key path (0 is the most significant bit of the first byte).
 ///
 /// `depth` must be below [`KEY_BITS`]; larger values read as 0.
+///
+/// ```
+/// use sprig_core::trie::bit_at;
+/// let mut key = [0u8; 32];
+/// key[0] = 0b1010_0000;
+/// assert_eq!([bit_at(&key, 0), bit_at(&key, 1), bit_at(&key, 2)], [true, false, true]);
+/// ```
 pub fn bit_at(key: &KeyPath, depth: usize) -> bool {
     key.get(depth / 8)
         .is_some_and(|byte| (byte >> (7 - depth % 8)) & 1 == 1)
 }
 
 /// Set bit `depth` of a key path to `value`. Depths of [`KEY_BITS`] and above are ignored.
+///
+/// ```
+/// use sprig_core::trie::{bit_at, set_bit};
+/// let mut key = [0u8; 32];
+/// set_bit(&mut key, 255, true); // the last bit
+/// assert_eq!(key[31], 1);
+/// assert!(bit_at(&key, 255));
+/// ```
 pub fn set_bit(key: &mut KeyPath, depth: usize, value: bool) {
     if let Some(byte) = key.get_mut(depth / 8) {
         let mask = 0x80u8 >> (depth % 8);
@@ -75,6 +154,14 @@ pub fn set_bit(key: &mut KeyPath, depth: usize, value: bool) {
 }
 
 /// The number of leading bits two key paths share (256 when they are equal).
+///
+/// ```
+/// use sprig_core::trie::shared_prefix_bits;
+/// let mut b = [0u8; 32];
+/// b[0] = 0b0000_0001;
+/// assert_eq!(shared_prefix_bits(&[0u8; 32], &b), 7); // they differ at bit 7
+/// assert_eq!(shared_prefix_bits(&b, &b), 256);
+/// ```
 pub fn shared_prefix_bits(a: &KeyPath, b: &KeyPath) -> usize {
     for (i, (x, y)) in a.iter().zip(b.iter()).enumerate() {
         let diff = x ^ y;
@@ -86,12 +173,29 @@ pub fn shared_prefix_bits(a: &KeyPath, b: &KeyPath) -> usize {
 }
 
 /// Whether the first `bits` bits of `a` and `b` agree.
+///
+/// ```
+/// use sprig_core::trie::same_prefix;
+/// let (a, mut b) = ([0u8; 32], [0u8; 32]);
+/// b[0] = 0b0000_0001;
+/// assert!(same_prefix(&a, &b, 7));
+/// assert!(!same_prefix(&a, &b, 8));
+/// ```
 pub fn same_prefix(a: &KeyPath, b: &KeyPath, bits: usize) -> bool {
     shared_prefix_bits(a, b) >= bits
 }
 
 /// The node of a position given its two children's nodes, with compaction: two empty children
 /// make an empty node, and a single leaf beside an empty sibling moves up unchanged.
+///
+/// ```
+/// use sprig_core::{trie::parent, Hasher, TERMINATOR};
+/// let h = Hasher::Blake3;
+/// let leaf = h.hash_leaf(&[1u8; 32], &[2u8; 32]);
+/// assert_eq!(parent(h, &TERMINATOR, &TERMINATOR), TERMINATOR);
+/// assert_eq!(parent(h, &leaf, &TERMINATOR), leaf); // a lone leaf moves up unchanged
+/// assert_eq!(parent(h, &leaf, &leaf), h.hash_internal(&leaf, &leaf));
+/// ```
 pub fn parent(hasher: Hasher, left: &Node, right: &Node) -> Node {
     match (Hasher::node_kind(left), Hasher::node_kind(right)) {
         (NodeKind::Terminator, NodeKind::Terminator) => TERMINATOR,
@@ -106,6 +210,14 @@ pub fn parent(hasher: Hasher, left: &Node, right: &Node) -> Node {
 /// `entries` must be sorted by key path, have distinct keys, and all share the same first
 /// `depth` bits (the position's prefix). This is the definition of the commitment, written as
 /// plainly as possible; it recurses at most once per bit of depth.
+///
+/// ```
+/// use sprig_core::{trie::{root_of, subtrie_root}, Hasher};
+/// let h = Hasher::Blake3;
+/// let (a, b) = (([0x00u8; 32], [1u8; 32]), ([0x40u8; 32], [2u8; 32])); // both start with bit 0
+/// let left_child = subtrie_root(h, 1, &[a, b]); // the node at position "0"
+/// assert_eq!(root_of(h, &[a, b]), h.hash_internal(&left_child, &sprig_core::TERMINATOR));
+/// ```
 pub fn subtrie_root(hasher: Hasher, depth: usize, entries: &[(KeyPath, ValueHash)]) -> Node {
     match entries {
         [] => TERMINATOR,
@@ -127,6 +239,14 @@ pub fn subtrie_root(hasher: Hasher, depth: usize, entries: &[(KeyPath, ValueHash
 
 /// `entries` (sorted by key, each key once) with `changes` (sorted, each key once; `None`
 /// removes) applied: sorted, each key once.
+///
+/// ```
+/// use sprig_core::trie::apply_changes;
+/// let entries = [([1u8; 32], [10u8; 32]), ([2u8; 32], [20u8; 32])];
+/// let changes = [([1u8; 32], None), ([3u8; 32], Some([30u8; 32]))]; // delete 1, add 3
+/// let after = apply_changes(&entries, &changes);
+/// assert_eq!(after, [([2u8; 32], [20u8; 32]), ([3u8; 32], [30u8; 32])]);
+/// ```
 pub fn apply_changes(
     entries: &[(KeyPath, ValueHash)],
     changes: &[(KeyPath, Option<ValueHash>)],
@@ -147,6 +267,14 @@ pub fn apply_changes(
 }
 
 /// The root of the trie holding `entries` (sorted by key path, distinct keys).
+///
+/// ```
+/// use sprig_core::{trie::root_of, Hasher, ReferenceModel};
+/// let mut state = ReferenceModel::new(Hasher::Blake3);
+/// state.insert([1u8; 32], b"a".to_vec());
+/// state.insert([2u8; 32], b"b".to_vec());
+/// assert_eq!(root_of(Hasher::Blake3, &state.leaves()), state.root());
+/// ```
 pub fn root_of(hasher: Hasher, entries: &[(KeyPath, ValueHash)]) -> Node {
     subtrie_root(hasher, 0, entries)
 }
@@ -160,6 +288,15 @@ pub fn root_of(hasher: Hasher, entries: &[(KeyPath, ValueHash)]) -> Node {
 /// value hashes of the written entries come on top (one each per written key). A changed key
 /// that is absent from `after` was deleted: the nodes on its path that still have two entries
 /// below are the ones to hash again. This is the floor a commit's hashing is compared with.
+///
+/// ```
+/// use sprig_core::trie::internal_nodes_to_update;
+/// let (a, b, c) = ([0x00u8; 32], [0x40u8; 32], [0x80u8; 32]); // a and b share their first bit
+/// // Writing a rehashes the root and the node over a and b; c sits alone below the root.
+/// assert_eq!(internal_nodes_to_update(0, &[a, b, c], &[a]), 2);
+/// assert_eq!(internal_nodes_to_update(0, &[a, b, c], &[c]), 1);
+/// assert_eq!(internal_nodes_to_update(0, &[a, b, c], &[a, b]), 2); // shared nodes count once
+/// ```
 pub fn internal_nodes_to_update(depth: usize, after: &[KeyPath], changed: &[KeyPath]) -> u64 {
     let lcp = |i: usize, j: usize| match (after.get(i), after.get(j)) {
         (Some(a), Some(b)) => Some(shared_prefix_bits(a, b)),

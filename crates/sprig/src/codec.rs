@@ -140,6 +140,14 @@ pub fn checksum(bytes: &[u8]) -> u64 {
 }
 
 /// Lowercase hex of bytes, as Sprig prints roots and keys.
+///
+/// ```
+/// # fn main() -> sprig::Result<()> {
+/// assert_eq!(sprig::hex(&[0x00, 0xab, 0x10]), "00ab10");
+/// let db = sprig::Db::open_in_memory(sprig::Options::default())?;
+/// assert_eq!(sprig::hex(&db.root()), "0".repeat(64)); // the empty root
+/// # Ok(()) }
+/// ```
 pub fn hex(bytes: &[u8]) -> String {
     use std::fmt::Write as _;
     let mut out = String::with_capacity(2 * bytes.len());

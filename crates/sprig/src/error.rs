@@ -8,9 +8,39 @@ use sprig_core::{Hasher, ProofError};
 use std::path::PathBuf;
 
 /// The result of every fallible Sprig operation.
+///
+/// ```
+/// use sprig::{Db, Options, Result};
+/// fn entries(db: &Db) -> Result<usize> {
+///     let mut n = 0;
+///     for entry in db.view().iter() {
+///         entry?; // a page that cannot be read is an error
+///         n += 1;
+///     }
+///     Ok(n)
+/// }
+/// # fn main() -> Result<()> {
+/// assert_eq!(entries(&Db::open_in_memory(Options::default())?)?, 0);
+/// # Ok(()) }
+/// ```
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// Everything that can go wrong in Sprig.
+///
+/// ```
+/// # fn main() -> sprig::Result<()> {
+/// use sprig::{Db, Error, Options};
+/// let db = Db::open_in_memory(Options::default())?;
+/// match db.view_at(5) {
+///     Err(Error::NotRetained { seq, .. }) => assert_eq!(seq, 5), // a variant per case
+///     other => panic!("expected NotRetained, got {:?}", other.map(|_| ())),
+/// }
+/// match db.table("accounts") {
+///     Err(e) => assert_eq!(e.to_string(), r#"no table named "accounts""#),
+///     Ok(_) => panic!("no such table yet"),
+/// }
+/// # Ok(()) }
+/// ```
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
@@ -212,6 +242,14 @@ pub enum Error {
 
 impl Error {
     /// Wrap an I/O error with the operation and file.
+    ///
+    /// ```
+    /// use sprig::Error;
+    /// let eof = std::io::Error::from(std::io::ErrorKind::UnexpectedEof);
+    /// let e = Error::io("reading", "segment-0000000001", eof);
+    /// assert!(matches!(&e, Error::Io { op: "reading", .. }));
+    /// assert!(e.to_string().starts_with("I/O error while reading segment-0000000001"));
+    /// ```
     pub fn io(op: &'static str, file: impl Into<String>, source: std::io::Error) -> Error {
         Error::Io {
             op,
@@ -221,6 +259,13 @@ impl Error {
     }
 
     /// A corruption error.
+    ///
+    /// ```
+    /// use sprig::Error;
+    /// let e = Error::corruption("MANIFEST", 12, "bad magic");
+    /// assert!(e.is_corruption());
+    /// assert_eq!(e.to_string(), "corruption in MANIFEST at offset 12: bad magic");
+    /// ```
     pub fn corruption(file: impl Into<String>, offset: u64, what: impl Into<String>) -> Error {
         Error::Corruption {
             file: file.into(),
@@ -230,11 +275,24 @@ impl Error {
     }
 
     /// A broken internal invariant.
+    ///
+    /// ```
+    /// use sprig::Error;
+    /// let e = Error::internal("a page asked for was not loaded");
+    /// assert!(matches!(&e, Error::Internal(_)));
+    /// assert!(e.to_string().contains("a bug in Sprig"));
+    /// ```
     pub fn internal(what: impl Into<String>) -> Error {
         Error::Internal(what.into())
     }
 
     /// Whether this is a corruption error.
+    ///
+    /// ```
+    /// use sprig::Error;
+    /// assert!(Error::corruption("wal-0000000001.log", 4096, "checksum mismatch").is_corruption());
+    /// assert!(!Error::InvalidArgument("not a key".into()).is_corruption());
+    /// ```
     pub fn is_corruption(&self) -> bool {
         matches!(self, Error::Corruption { .. })
     }

@@ -6,6 +6,17 @@ use crate::resolve::Resolvers;
 use sprig_core::Hasher;
 
 /// When commits reach the disk.
+///
+/// ```
+/// # fn main() -> sprig::Result<()> {
+/// use sprig::{Db, Options, SyncPolicy};
+/// assert_eq!(SyncPolicy::default(), SyncPolicy::Always);
+/// let bulk = Options { sync: SyncPolicy::Never, ..Options::default() }; // one sync per commit
+/// let db = Db::open_in_memory(bulk)?;
+/// db.commit(db.begin().finish()?)?;
+/// assert_eq!(db.options().sync, SyncPolicy::Never);
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum SyncPolicy {
     /// Every commit is durable when `commit` returns (pages synced, then the commit record).
@@ -112,6 +123,17 @@ pub const MAX_SEGMENT_BYTES: u64 = 1 << 34;
 
 impl Options {
     /// Check every option, with a sentence naming what is wrong.
+    ///
+    /// ```
+    /// # fn main() -> sprig::Result<()> {
+    /// use sprig::{Db, Error, Options};
+    /// Options::default().validate()?;
+    /// let tiny = Options { segment_bytes: 4096, ..Options::default() };
+    /// let refused = tiny.validate();
+    /// assert!(matches!(refused, Err(Error::InvalidArgument(why)) if why.contains("segment")));
+    /// assert!(Db::open_in_memory(tiny).is_err()); // opening validates too
+    /// # Ok(()) }
+    /// ```
     pub fn validate(&self) -> Result<()> {
         let block = BLOCK_BYTES as u64;
         if self.segment_bytes < MIN_SEGMENT_BYTES
@@ -145,6 +167,19 @@ impl Options {
 
     /// Register resolver `name` for tables created with it (see [`crate::resolve`]; it must
     /// be associative). A name of a built-in resolver is replaced by `f` for this handle.
+    ///
+    /// ```
+    /// # fn main() -> sprig::Result<()> {
+    /// use sprig::{Db, Options, TableOptions};
+    /// let options = Options::default().resolver("keep-first", |old, _new| Ok(old.to_vec()));
+    /// let db = Db::open_in_memory(options)?;
+    /// let first_seen = db.create_table("first-seen", TableOptions::resolver("keep-first"))?;
+    /// let mut batch = db.begin();
+    /// batch.upsert_in(&first_seen, [1u8; 32], "block 7")?;
+    /// batch.upsert_in(&first_seen, [1u8; 32], "block 9")?;
+    /// assert_eq!(batch.get_in(&first_seen, &[1u8; 32])?, Some(b"block 7".to_vec()));
+    /// # Ok(()) }
+    /// ```
     pub fn resolver(
         mut self,
         name: impl Into<String>,
@@ -155,6 +190,11 @@ impl Options {
     }
 
     /// The segment size in blocks.
+    ///
+    /// ```
+    /// let options = sprig::Options { segment_bytes: 1 << 20, ..sprig::Options::default() };
+    /// assert_eq!(options.segment_blocks(), 256); // 4 KiB blocks
+    /// ```
     pub fn segment_blocks(&self) -> u32 {
         u32::try_from(self.segment_bytes / BLOCK_BYTES as u64).unwrap_or(u32::MAX)
     }

@@ -257,6 +257,21 @@ pub struct Stats {
 
 impl Stats {
     /// SSD page reads of every kind.
+    ///
+    /// ```
+    /// # fn main() -> sprig::Result<()> {
+    /// use sprig::{Db, Options};
+    /// let db = Db::open_in_memory(Options { page_cache_bytes: 0, ..Options::default() })?;
+    /// let mut batch = db.begin();
+    /// batch.put([1u8; 32], "v")?;
+    /// db.commit(batch.finish()?)?;
+    /// let before = db.stats();
+    /// db.view().get(&[1u8; 32])?;
+    /// let after = db.stats();
+    /// assert_eq!(after.page_reads(), before.page_reads() + 1); // one SSD read per lookup
+    /// assert_eq!(after.lookup_page_reads, before.lookup_page_reads + 1);
+    /// # Ok(()) }
+    /// ```
     pub fn page_reads(&self) -> u64 {
         self.lookup_page_reads
             + self.batch_page_reads
@@ -268,6 +283,20 @@ impl Stats {
     /// versions and readers still hold ([`Stats::retained_bytes`], which no cleaning can
     /// reclaim before they go): what the cleaner keeps within
     /// [`crate::Options::max_space_amplification`].
+    ///
+    /// ```
+    /// # fn main() -> sprig::Result<()> {
+    /// use sprig::{Db, Options};
+    /// let db = Db::open_in_memory(Options { retained_versions: 1, ..Options::default() })?;
+    /// assert_eq!(db.stats().space_amplification(), 1.0); // nothing stored yet
+    /// for value in ["one", "two"] {
+    ///     let mut batch = db.begin();
+    ///     batch.put([1u8; 32], value)?;
+    ///     db.commit(batch.finish()?)?;
+    /// }
+    /// assert!(db.stats().space_amplification() > 1.0); // the first page version is garbage
+    /// # Ok(()) }
+    /// ```
     pub fn space_amplification(&self) -> f64 {
         if self.live_bytes == 0 {
             1.0
@@ -278,6 +307,21 @@ impl Stats {
 
     /// Disk bytes per live byte of the latest version, counting everything: above
     /// [`Stats::space_amplification`] by what retained versions hold.
+    ///
+    /// ```
+    /// # fn main() -> sprig::Result<()> {
+    /// use sprig::{Db, Options};
+    /// let db = Db::open_in_memory(Options { retained_versions: 4, ..Options::default() })?;
+    /// for value in ["one", "two", "three"] {
+    ///     let mut batch = db.begin();
+    ///     batch.put([1u8; 32], value)?;
+    ///     db.commit(batch.finish()?)?;
+    /// }
+    /// let s = db.stats();
+    /// assert!(s.retained_bytes > 0); // the older versions' pages
+    /// assert!(s.total_space_amplification() > s.space_amplification());
+    /// # Ok(()) }
+    /// ```
     pub fn total_space_amplification(&self) -> f64 {
         if self.live_bytes == 0 {
             1.0

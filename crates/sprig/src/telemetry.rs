@@ -252,6 +252,24 @@ pub const CATALOG: &[(&str, MetricKind, Unit, &str)] = {
 
 /// Describe every metric (unit and help text) to the installed recorder; call once after
 /// installing it. Optional: recorders work without descriptions.
+///
+/// ```
+/// # fn main() -> sprig::Result<()> {
+/// use metrics_util::debugging::DebuggingRecorder; // any `metrics` recorder
+/// let recorder = DebuggingRecorder::new();
+/// let snapshotter = recorder.snapshotter();
+/// let db = metrics::with_local_recorder(&recorder, || {
+///     sprig::describe_metrics(); // before opening
+///     sprig::Db::open_in_memory(sprig::Options::default())
+/// })?;
+/// db.commit(db.begin().finish()?)?;
+/// let metrics = snapshotter.snapshot().into_vec();
+/// let commits = metrics.iter().find(|(key, ..)| key.key().name() == "sprig_commits_total");
+/// let (_, unit, help, _) = commits.expect("recorded");
+/// assert_eq!(unit, &Some(metrics::Unit::Count)); // as described
+/// assert!(help.is_some());
+/// # Ok(()) }
+/// ```
 pub fn describe_metrics() {
     for (name, kind, unit, help) in CATALOG {
         match kind {

@@ -16,6 +16,19 @@ use alloc::vec::Vec;
 ///
 /// `entries` must be sorted with distinct keys and `keys` sorted; both must share the position's
 /// first `depth` bits. Subtrees that no key enters become opaque hashes.
+///
+/// ```
+/// # fn main() -> Result<(), sprig_core::ProofError> {
+/// use sprig_core::{proof::prove_subtrie, Hasher, MultiProof, ReferenceModel};
+/// let h = Hasher::Blake3;
+/// let mut state = ReferenceModel::new(h);
+/// state.insert([1u8; 32], b"a".to_vec());
+/// state.insert([2u8; 32], b"b".to_vec());
+/// let mut nodes = Vec::new();
+/// prove_subtrie(h, 0, &state.leaves(), &[[1u8; 32]], &mut nodes); // from the root down
+/// assert_eq!(MultiProof { nodes }, state.multi_proof(&[[1u8; 32]]));
+/// # Ok(()) }
+/// ```
 pub fn prove_subtrie(
     hasher: Hasher,
     depth: usize,
@@ -56,6 +69,19 @@ pub fn prove_subtrie(
 ///
 /// `entries`, `keys` and `changes` must be sorted with distinct keys, all under the
 /// position's first `depth` bits, and every changed key must be in `keys`.
+///
+/// ```
+/// use sprig_core::{proof::prove_and_update, Hasher, MultiProof, ReferenceModel};
+/// let h = Hasher::Blake3;
+/// let mut state = ReferenceModel::new(h);
+/// state.insert([1u8; 32], b"a".to_vec());
+/// let (keys, changes) = ([[1u8; 32]], [([1u8; 32], Some(h.hash_value(b"b")))]);
+/// let mut nodes = Vec::new();
+/// let new_root = prove_and_update(h, 0, &state.leaves(), &keys, &changes, &mut nodes);
+/// assert_eq!(MultiProof { nodes }, state.multi_proof(&keys)); // the pre-state proof
+/// state.insert([1u8; 32], b"b".to_vec());
+/// assert_eq!(new_root, state.root()); // and the post-state root, in one pass
+/// ```
 pub fn prove_and_update(
     hasher: Hasher,
     depth: usize,
@@ -120,6 +146,17 @@ fn merged_root(
 
 impl MultiProof {
     /// The multi-proof of `keys` over the whole trie holding `entries` (both sorted).
+    ///
+    /// ```
+    /// # fn main() -> Result<(), sprig_core::ProofError> {
+    /// use sprig_core::{Hasher, MultiProof, ReferenceModel};
+    /// let h = Hasher::Blake3;
+    /// let mut state = ReferenceModel::new(h);
+    /// state.insert([1u8; 32], b"a".to_vec());
+    /// let proof = MultiProof::from_entries(h, &state.leaves(), &[[1u8; 32], [2u8; 32]]);
+    /// proof.verify(h, &state.root())?;
+    /// # Ok(()) }
+    /// ```
     pub fn from_entries(
         hasher: Hasher,
         entries: &[(KeyPath, ValueHash)],
@@ -132,6 +169,17 @@ impl MultiProof {
 }
 
 /// The path proof of `key` over the trie holding `entries` (sorted, distinct keys).
+///
+/// ```
+/// # fn main() -> Result<(), sprig_core::ProofError> {
+/// use sprig_core::{proof::path_proof_from_entries, Hasher};
+/// let h = Hasher::Blake3;
+/// let entries = [([1u8; 32], h.hash_value(b"a")), ([2u8; 32], h.hash_value(b"b"))];
+/// let root = sprig_core::trie::root_of(h, &entries);
+/// let proof = path_proof_from_entries(h, &entries, &[2u8; 32]);
+/// proof.verify_value(h, &root, &[2u8; 32], Some(b"b"))?;
+/// # Ok(()) }
+/// ```
 pub fn path_proof_from_entries(
     hasher: Hasher,
     entries: &[(KeyPath, ValueHash)],
@@ -144,6 +192,15 @@ pub fn path_proof_from_entries(
 /// `entries` (sorted, distinct, all sharing the position's first `depth` bits, as does `key`).
 /// The siblings returned are those at depths `depth + 1` and below; a prover that knows the
 /// nodes above (such as the engine's directory) puts its own siblings in front.
+///
+/// ```
+/// use sprig_core::{proof::{path_proof_below, path_proof_from_entries}, Hasher};
+/// let h = Hasher::Blake3;
+/// let entries = [([0x00u8; 32], h.hash_value(b"a")), ([0x40u8; 32], h.hash_value(b"b"))];
+/// let whole = path_proof_from_entries(h, &entries, &[0x00u8; 32]);
+/// let below = path_proof_below(h, 1, &entries, &[0x00u8; 32]); // under position "0"
+/// assert_eq!(below.siblings, whole.siblings[1..]); // the prover adds the siblings above
+/// ```
 pub fn path_proof_below(
     hasher: Hasher,
     depth: usize,

@@ -25,9 +25,32 @@ use crate::hasher::Hasher;
 use crate::trie::{LeafData, Node, NodeKind, ValueHash};
 
 /// The current version of every proof encoding.
+///
+/// ```
+/// use sprig_core::{proof::FORMAT_VERSION, Hasher, PathProof, ProofError, ReferenceModel};
+/// let proof = ReferenceModel::new(Hasher::Blake3).path_proof(&[1u8; 32]);
+/// let mut bytes = proof.encode(Hasher::Blake3);
+/// assert_eq!(bytes[4], FORMAT_VERSION); // after the four magic bytes
+/// bytes[4] = FORMAT_VERSION + 1;
+/// let newer = PathProof::decode(&bytes, Hasher::Blake3);
+/// assert_eq!(newer, Err(ProofError::UnsupportedVersion { found: FORMAT_VERSION + 1 }));
+/// ```
 pub const FORMAT_VERSION: u8 = 1;
 
 /// What a verified proof says about one key.
+///
+/// ```
+/// # fn main() -> Result<(), sprig_core::ProofError> {
+/// use sprig_core::{Hasher, Lookup, ReferenceModel};
+/// let h = Hasher::Blake3;
+/// let mut state = ReferenceModel::new(h);
+/// state.insert([1u8; 32], b"a".to_vec());
+/// let present = state.path_proof(&[1u8; 32]).verify(h, &state.root(), &[1u8; 32])?;
+/// assert_eq!(present, Lookup::Present(h.hash_value(b"a"))); // the value's hash
+/// let absent = state.path_proof(&[2u8; 32]).verify(h, &state.root(), &[2u8; 32])?;
+/// assert_eq!(absent, Lookup::Absent);
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Lookup {
     /// The key is in the state with a value of this hash.
@@ -38,6 +61,15 @@ pub enum Lookup {
 
 impl Lookup {
     /// Whether `value` (or its absence) is what the proof shows for the key.
+    ///
+    /// ```
+    /// use sprig_core::{Hasher, Lookup};
+    /// let h = Hasher::Blake3;
+    /// let lookup = Lookup::Present(h.hash_value(b"a"));
+    /// assert!(lookup.matches(h, Some(b"a")));
+    /// assert!(!lookup.matches(h, Some(b"b")) && !lookup.matches(h, None));
+    /// assert!(Lookup::Absent.matches(h, None));
+    /// ```
     pub fn matches(&self, hasher: Hasher, value: Option<&[u8]>) -> bool {
         match (self, value) {
             (Lookup::Absent, None) => true,
@@ -49,6 +81,17 @@ impl Lookup {
 
 /// Where a key's path ends: in an empty subtree, or at a leaf (the key's own, or another key's
 /// whose subtree the key would share).
+///
+/// ```
+/// use sprig_core::{Hasher, ReferenceModel, Terminal};
+/// let mut state = ReferenceModel::new(Hasher::Blake3);
+/// state.insert([0x80u8; 32], b"a".to_vec());
+/// state.insert([0xc0u8; 32], b"b".to_vec());
+/// let proof = state.path_proof(&[0x81u8; 32]); // absent, in the subtree of [0x80; 32]'s leaf
+/// assert!(matches!(proof.terminal, Terminal::Leaf(leaf) if leaf.key_path == [0x80u8; 32]));
+/// let proof = state.path_proof(&[0x00u8; 32]); // absent: the path ends in an empty subtree
+/// assert_eq!((proof.terminal, proof.siblings.len()), (Terminal::Empty, 1));
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Terminal {
     /// An empty subtree: the key is absent.
@@ -59,6 +102,14 @@ pub enum Terminal {
 
 impl Terminal {
     /// The terminal's node hash.
+    ///
+    /// ```
+    /// use sprig_core::{Hasher, LeafData, Terminal, TERMINATOR};
+    /// let h = Hasher::Blake3;
+    /// let leaf = LeafData { key_path: [1u8; 32], value_hash: h.hash_value(b"a") };
+    /// assert_eq!(Terminal::Leaf(leaf).node(h), leaf.hash(h));
+    /// assert_eq!(Terminal::Empty.node(h), TERMINATOR);
+    /// ```
     pub fn node(&self, hasher: Hasher) -> Node {
         match self {
             Terminal::Empty => crate::trie::TERMINATOR,
@@ -107,6 +158,15 @@ pub(crate) fn read_hasher(
 
 /// The hasher an encoded proof, multi-proof or witness says it was made with, without decoding
 /// the rest. Tools use it to pick a verifier; verification still checks it.
+///
+/// ```
+/// # fn main() -> Result<(), sprig_core::ProofError> {
+/// use sprig_core::{proof::encoded_hasher, Hasher, ReferenceModel};
+/// let state = ReferenceModel::new(Hasher::Keccak256);
+/// let bytes = state.witness(&[[1u8; 32]]).encode(Hasher::Keccak256);
+/// assert_eq!(encoded_hasher(&bytes)?, Hasher::Keccak256); // pick the verifier from the bytes
+/// # Ok(()) }
+/// ```
 pub fn encoded_hasher(bytes: &[u8]) -> Result<Hasher, ProofError> {
     let mut reader = crate::codec::Reader::new(bytes);
     let _magic: [u8; 4] = reader.array("magic bytes")?;

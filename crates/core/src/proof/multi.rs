@@ -24,9 +24,32 @@ const TAG_LEAF: u8 = 2;
 const TAG_INTERNAL: u8 = 3;
 
 /// The most nodes a decoded multi-proof may hold (about 2 GiB of encoding at most).
+///
+/// ```
+/// use sprig_core::{proof::MAX_MULTIPROOF_NODES, Hasher, MultiProof, ProofError, ReferenceModel};
+/// let proof = ReferenceModel::new(Hasher::Blake3).multi_proof(&[[1u8; 32]]);
+/// let mut bytes = proof.encode(Hasher::Blake3);
+/// bytes[6..10].copy_from_slice(&(MAX_MULTIPROOF_NODES + 1).to_le_bytes()); // the node count
+/// let refused = MultiProof::decode(&bytes, Hasher::Blake3);
+/// let limit = u64::from(MAX_MULTIPROOF_NODES);
+/// assert!(matches!(refused, Err(ProofError::TooLarge { limit: l, .. }) if l == limit));
+/// ```
 pub const MAX_MULTIPROOF_NODES: u32 = 1 << 26;
 
 /// One node of a multi-proof, in pre-order.
+///
+/// ```
+/// use sprig_core::{Hasher, LeafData, ProofNode, ReferenceModel};
+/// let h = Hasher::Blake3;
+/// let mut state = ReferenceModel::new(h);
+/// state.insert([0x00u8; 32], b"a".to_vec());
+/// state.insert([0x80u8; 32], b"b".to_vec());
+/// let proof = state.multi_proof(&[[0x00u8; 32]]); // the root, the key's leaf, its sibling
+/// let leaf = LeafData { key_path: [0x00u8; 32], value_hash: h.hash_value(b"a") };
+/// let sibling = h.hash_leaf(&[0x80u8; 32], &h.hash_value(b"b"));
+/// let expected = [ProofNode::Internal, ProofNode::Leaf(leaf), ProofNode::Opaque(sibling)];
+/// assert_eq!(proof.nodes, expected);
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ProofNode {
     /// An internal node on some key's path; its left subtree follows, then its right.
@@ -40,6 +63,22 @@ pub enum ProofNode {
 }
 
 /// A proof about a set of keys, sharing the siblings their paths have in common.
+///
+/// ```
+/// # fn main() -> Result<(), sprig_core::ProofError> {
+/// use sprig_core::{Hasher, ReferenceModel};
+/// let h = Hasher::Blake3;
+/// let mut state = ReferenceModel::new(h);
+/// for i in 1u8..=8 {
+///     state.insert([i; 32], vec![i]);
+/// }
+/// let keys = [[1u8; 32], [2u8; 32], [3u8; 32]];
+/// let multi = state.multi_proof(&keys);
+/// let separate: usize = keys.iter().map(|k| state.path_proof(k).encode(h).len()).sum();
+/// assert!(multi.encode(h).len() < separate); // shared siblings are stored once
+/// multi.verify(h, &state.root())?;
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct MultiProof {
     /// The pruned trie in pre-order.
@@ -49,6 +88,19 @@ pub struct MultiProof {
 impl MultiProof {
     /// Check the proof against `root`. On success, the returned value answers lookups and
     /// applies changes.
+    ///
+    /// ```
+    /// # fn main() -> Result<(), sprig_core::ProofError> {
+    /// use sprig_core::{Hasher, Lookup, ProofError, ReferenceModel};
+    /// let h = Hasher::Blake3;
+    /// let mut state = ReferenceModel::new(h);
+    /// state.insert([1u8; 32], b"a".to_vec());
+    /// let proof = state.multi_proof(&[[1u8; 32]]);
+    /// let verified = proof.verify(h, &state.root())?;
+    /// assert_eq!(verified.lookup(&[1u8; 32])?, Lookup::Present(h.hash_value(b"a")));
+    /// assert_eq!(proof.verify(h, &[9u8; 32]).err(), Some(ProofError::RootMismatch));
+    /// # Ok(()) }
+    /// ```
     pub fn verify(&self, hasher: Hasher, root: &Node) -> Result<VerifiedMultiProof, ProofError> {
         let mut v = VerifiedMultiProof {
             hasher,
@@ -72,6 +124,18 @@ impl MultiProof {
     }
 
     /// The versioned binary encoding (see `docs/PROOF_FORMAT.md`).
+    ///
+    /// ```
+    /// # fn main() -> Result<(), sprig_core::ProofError> {
+    /// use sprig_core::{Hasher, MultiProof, ReferenceModel};
+    /// let mut state = ReferenceModel::new(Hasher::Blake3);
+    /// state.insert([1u8; 32], b"a".to_vec());
+    /// let proof = state.multi_proof(&[[1u8; 32], [2u8; 32]]);
+    /// let bytes = proof.encode(Hasher::Blake3);
+    /// assert_eq!(&bytes[..4], b"SPMP"); // see docs/PROOF_FORMAT.md
+    /// assert_eq!(MultiProof::decode(&bytes, Hasher::Blake3)?, proof);
+    /// # Ok(()) }
+    /// ```
     pub fn encode(&self, hasher: Hasher) -> Vec<u8> {
         let mut out = Vec::with_capacity(10 + self.nodes.len() * 33);
         write_header(&mut out, MAGIC, FORMAT_VERSION);
@@ -85,6 +149,17 @@ impl MultiProof {
     }
 
     /// Decode a multi-proof made with `hasher`.
+    ///
+    /// ```
+    /// # fn main() -> Result<(), sprig_core::ProofError> {
+    /// use sprig_core::{Hasher, MultiProof, ProofError, ReferenceModel};
+    /// let state = ReferenceModel::new(Hasher::Blake3);
+    /// let bytes = state.multi_proof(&[[1u8; 32]]).encode(Hasher::Blake3);
+    /// assert_eq!(MultiProof::decode(&bytes, Hasher::Blake3)?, state.multi_proof(&[[1u8; 32]]));
+    /// let cut = MultiProof::decode(&bytes[..bytes.len() - 1], Hasher::Blake3);
+    /// assert!(matches!(cut, Err(ProofError::Truncated { .. })));
+    /// # Ok(()) }
+    /// ```
     pub fn decode(bytes: &[u8], hasher: Hasher) -> Result<MultiProof, ProofError> {
         let mut r = Reader::new(bytes);
         r.header(MAGIC, "multi-proof", FORMAT_VERSION)?;
@@ -146,6 +221,17 @@ pub(super) fn decode_nodes(
 }
 
 /// A multi-proof that hashed to the expected root.
+///
+/// ```
+/// # fn main() -> Result<(), sprig_core::ProofError> {
+/// use sprig_core::{Hasher, ReferenceModel};
+/// let h = Hasher::Blake3;
+/// let mut state = ReferenceModel::new(h);
+/// state.insert([1u8; 32], b"a".to_vec());
+/// let verified = state.multi_proof(&[[1u8; 32]]).verify(h, &state.root())?;
+/// assert_eq!((verified.root(), verified.hasher()), (state.root(), h));
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Clone)]
 pub struct VerifiedMultiProof {
     hasher: Hasher,
@@ -159,11 +245,30 @@ pub struct VerifiedMultiProof {
 
 impl VerifiedMultiProof {
     /// The root the proof was verified against.
+    ///
+    /// ```
+    /// # fn main() -> Result<(), sprig_core::ProofError> {
+    /// use sprig_core::{Hasher, ReferenceModel};
+    /// let mut state = ReferenceModel::new(Hasher::Blake3);
+    /// state.insert([1u8; 32], b"a".to_vec());
+    /// let verified = state.multi_proof(&[[1u8; 32]]).verify(Hasher::Blake3, &state.root())?;
+    /// assert_eq!(verified.root(), state.root());
+    /// # Ok(()) }
+    /// ```
     pub fn root(&self) -> Node {
         self.root
     }
 
     /// The hasher the proof was verified with.
+    ///
+    /// ```
+    /// # fn main() -> Result<(), sprig_core::ProofError> {
+    /// use sprig_core::{Hasher, ReferenceModel};
+    /// let state = ReferenceModel::new(Hasher::Sha256);
+    /// let verified = state.multi_proof(&[[1u8; 32]]).verify(Hasher::Sha256, &state.root())?;
+    /// assert_eq!(verified.hasher(), Hasher::Sha256);
+    /// # Ok(()) }
+    /// ```
     pub fn hasher(&self) -> Hasher {
         self.hasher
     }
@@ -227,6 +332,20 @@ impl VerifiedMultiProof {
 
     /// What the proof shows about `key`, or [`ProofError::NotCovered`] if the key's path leaves
     /// the proven part of the trie.
+    ///
+    /// ```
+    /// # fn main() -> Result<(), sprig_core::ProofError> {
+    /// use sprig_core::{Hasher, Lookup, ProofError, ReferenceModel};
+    /// let h = Hasher::Blake3;
+    /// let mut state = ReferenceModel::new(h);
+    /// state.insert([0x00u8; 32], b"a".to_vec());
+    /// state.insert([0x80u8; 32], b"b".to_vec());
+    /// let verified = state.multi_proof(&[[0x00u8; 32]]).verify(h, &state.root())?;
+    /// assert!(verified.lookup(&[0x00u8; 32])?.matches(h, Some(b"a")));
+    /// let outside = verified.lookup(&[0x80u8; 32]); // behind an opaque sibling
+    /// assert_eq!(outside, Err(ProofError::NotCovered { key: [0x80u8; 32] }));
+    /// # Ok(()) }
+    /// ```
     pub fn lookup(&self, key: &KeyPath) -> Result<Lookup, ProofError> {
         let mut index = 0usize;
         for depth in 0..=KEY_BITS {
@@ -254,6 +373,19 @@ impl VerifiedMultiProof {
 
     /// The root after applying `changes` (a new value hash, or `None` to delete) to the proven
     /// state. Every changed key must be covered by the proof; keys must be distinct.
+    ///
+    /// ```
+    /// # fn main() -> Result<(), sprig_core::ProofError> {
+    /// use sprig_core::{Hasher, ReferenceModel};
+    /// let h = Hasher::Blake3;
+    /// let mut state = ReferenceModel::new(h);
+    /// state.insert([1u8; 32], b"a".to_vec());
+    /// let verified = state.multi_proof(&[[1u8; 32], [2u8; 32]]).verify(h, &state.root())?;
+    /// let new_root = verified.apply(&[([1u8; 32], None), ([2u8; 32], Some(h.hash_value(b"b")))])?;
+    /// state.apply([([1u8; 32], None), ([2u8; 32], Some(b"b".to_vec()))]);
+    /// assert_eq!(new_root, state.root()); // computed from the proof alone
+    /// # Ok(()) }
+    /// ```
     pub fn apply(&self, changes: &[(KeyPath, Option<ValueHash>)]) -> Result<Node, ProofError> {
         let mut sorted: Vec<(KeyPath, Option<ValueHash>)> = changes.to_vec();
         sorted.sort_unstable_by_key(|c| c.0);

@@ -15,6 +15,19 @@ const TERMINAL_LEAF: u8 = 1;
 ///
 /// `siblings[i]` is the sibling at depth `i + 1` of the key's path (the child of the depth-`i`
 /// node that the path does not take); the terminal sits at depth `siblings.len()`.
+///
+/// ```
+/// # fn main() -> Result<(), sprig_core::ProofError> {
+/// use sprig_core::{Hasher, ReferenceModel};
+/// let h = Hasher::Blake3;
+/// let mut state = ReferenceModel::new(h);
+/// state.insert([0x00u8; 32], b"a".to_vec());
+/// state.insert([0x80u8; 32], b"b".to_vec());
+/// let proof = state.path_proof(&[0x00u8; 32]);
+/// assert_eq!(proof.siblings, [h.hash_leaf(&[0x80u8; 32], &h.hash_value(b"b"))]); // depth 1
+/// proof.verify_value(h, &state.root(), &[0x00u8; 32], Some(b"a"))?;
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PathProof {
     /// Where the key's path ends.
@@ -28,6 +41,19 @@ impl PathProof {
     ///
     /// Fails if the proof does not hash to `root`, if it is deeper than 256 levels, if its
     /// terminal leaf is not on `key`'s path, or if it contains a non-canonical node.
+    ///
+    /// ```
+    /// # fn main() -> Result<(), sprig_core::ProofError> {
+    /// use sprig_core::{Hasher, Lookup, ProofError, ReferenceModel};
+    /// let h = Hasher::Blake3;
+    /// let mut state = ReferenceModel::new(h);
+    /// state.insert([1u8; 32], b"a".to_vec());
+    /// let proof = state.path_proof(&[1u8; 32]);
+    /// let lookup = proof.verify(h, &state.root(), &[1u8; 32])?;
+    /// assert_eq!(lookup, Lookup::Present(h.hash_value(b"a")));
+    /// assert_eq!(proof.verify(h, &[9u8; 32], &[1u8; 32]), Err(ProofError::RootMismatch));
+    /// # Ok(()) }
+    /// ```
     pub fn verify(&self, hasher: Hasher, root: &Node, key: &KeyPath) -> Result<Lookup, ProofError> {
         let depth = self.siblings.len();
         if depth > KEY_BITS {
@@ -61,6 +87,19 @@ impl PathProof {
     }
 
     /// Check that the proof shows `key` with exactly `value` (or absent, for `None`).
+    ///
+    /// ```
+    /// # fn main() -> Result<(), sprig_core::ProofError> {
+    /// use sprig_core::{Hasher, ProofError, ReferenceModel};
+    /// let h = Hasher::Blake3;
+    /// let mut state = ReferenceModel::new(h);
+    /// state.insert([1u8; 32], b"a".to_vec());
+    /// let (root, proof) = (state.root(), state.path_proof(&[1u8; 32]));
+    /// proof.verify_value(h, &root, &[1u8; 32], Some(b"a"))?;
+    /// let wrong = proof.verify_value(h, &root, &[1u8; 32], None); // it is present
+    /// assert_eq!(wrong, Err(ProofError::ValueMismatch { key: [1u8; 32] }));
+    /// # Ok(()) }
+    /// ```
     pub fn verify_value(
         &self,
         hasher: Hasher,
@@ -76,6 +115,18 @@ impl PathProof {
     }
 
     /// The versioned binary encoding (see `docs/PROOF_FORMAT.md`).
+    ///
+    /// ```
+    /// # fn main() -> Result<(), sprig_core::ProofError> {
+    /// use sprig_core::{Hasher, PathProof, ReferenceModel};
+    /// let mut state = ReferenceModel::new(Hasher::Blake3);
+    /// state.insert([1u8; 32], b"a".to_vec());
+    /// let proof = state.path_proof(&[1u8; 32]);
+    /// let bytes = proof.encode(Hasher::Blake3);
+    /// assert_eq!(&bytes[..4], b"SPPP"); // see docs/PROOF_FORMAT.md
+    /// assert_eq!(PathProof::decode(&bytes, Hasher::Blake3)?, proof);
+    /// # Ok(()) }
+    /// ```
     pub fn encode(&self, hasher: Hasher) -> Vec<u8> {
         let mut out = Vec::with_capacity(8 + 65 + 32 * self.siblings.len());
         write_header(&mut out, MAGIC, FORMAT_VERSION);
@@ -98,6 +149,18 @@ impl PathProof {
     }
 
     /// Decode a path proof made with `hasher`.
+    ///
+    /// ```
+    /// # fn main() -> Result<(), sprig_core::ProofError> {
+    /// use sprig_core::{Hasher, PathProof, ProofError, ReferenceModel};
+    /// let state = ReferenceModel::new(Hasher::Blake3);
+    /// let mut bytes = state.path_proof(&[1u8; 32]).encode(Hasher::Blake3);
+    /// assert_eq!(PathProof::decode(&bytes, Hasher::Blake3)?, state.path_proof(&[1u8; 32]));
+    /// bytes.push(0);
+    /// let long = PathProof::decode(&bytes, Hasher::Blake3);
+    /// assert_eq!(long, Err(ProofError::TrailingBytes { count: 1 }));
+    /// # Ok(()) }
+    /// ```
     pub fn decode(bytes: &[u8], hasher: Hasher) -> Result<PathProof, ProofError> {
         let mut r = Reader::new(bytes);
         r.header(MAGIC, "path proof", FORMAT_VERSION)?;

@@ -36,9 +36,47 @@ use alloc::vec::Vec;
 const MAGIC: &[u8; 4] = b"SPSC";
 
 /// The most entries a decoded chunk may hold.
+///
+/// ```
+/// # fn main() -> Result<(), sprig_core::ProofError> {
+/// # use sprig_core::{proof::prove_range, KeyPath, ReferenceModel, SyncChunk};
+/// # // The chunk of `[start, end)` an honest peer holding `state` serves.
+/// # fn serve(state: &ReferenceModel, start: KeyPath, end: Option<KeyPath>) -> SyncChunk {
+/// #     let inside = |k: &KeyPath| *k >= start && end.is_none_or(|e| *k < e);
+/// #     let entries = state.iter().filter(|(k, _)| inside(k)).map(|(k, v)| (*k, v.to_vec()));
+/// #     let proof = prove_range(state.hasher(), &state.leaves(), &start, end.as_ref());
+/// #     SyncChunk { start, end, entries: entries.collect(), proof }
+/// # }
+/// use sprig_core::{proof::MAX_CHUNK_ENTRIES, Hasher, ProofError};
+/// let empty = ReferenceModel::new(Hasher::Blake3);
+/// let mut bytes = serve(&empty, [0u8; 32], None).encode(Hasher::Blake3);
+/// bytes[39..43].copy_from_slice(&(MAX_CHUNK_ENTRIES + 1).to_le_bytes()); // the entry count
+/// let refused = SyncChunk::decode(&bytes, Hasher::Blake3);
+/// assert!(matches!(refused, Err(ProofError::TooLarge { what: "chunk entry count", .. })));
+/// # Ok(()) }
+/// ```
 pub const MAX_CHUNK_ENTRIES: u32 = 1 << 24;
 /// The most nodes a decoded range proof may hold (two paths of 256 levels, each node with a
 /// sibling, is far below it).
+///
+/// ```
+/// # fn main() -> Result<(), sprig_core::ProofError> {
+/// # use sprig_core::{proof::prove_range, KeyPath, ReferenceModel, SyncChunk};
+/// # // The chunk of `[start, end)` an honest peer holding `state` serves.
+/// # fn serve(state: &ReferenceModel, start: KeyPath, end: Option<KeyPath>) -> SyncChunk {
+/// #     let inside = |k: &KeyPath| *k >= start && end.is_none_or(|e| *k < e);
+/// #     let entries = state.iter().filter(|(k, _)| inside(k)).map(|(k, v)| (*k, v.to_vec()));
+/// #     let proof = prove_range(state.hasher(), &state.leaves(), &start, end.as_ref());
+/// #     SyncChunk { start, end, entries: entries.collect(), proof }
+/// # }
+/// use sprig_core::{proof::MAX_RANGE_PROOF_NODES, Hasher, ProofError};
+/// let empty = ReferenceModel::new(Hasher::Blake3);
+/// let mut bytes = serve(&empty, [0u8; 32], None).encode(Hasher::Blake3);
+/// bytes[43..47].copy_from_slice(&(MAX_RANGE_PROOF_NODES + 1).to_le_bytes()); // the node count
+/// let refused = SyncChunk::decode(&bytes, Hasher::Blake3);
+/// assert!(matches!(refused, Err(ProofError::TooLarge { what: "range proof node count", .. })));
+/// # Ok(()) }
+/// ```
 pub const MAX_RANGE_PROOF_NODES: u32 = 4096;
 
 /// Where a trie position stands against a range.
@@ -76,6 +114,22 @@ fn in_range(key: &KeyPath, start: &KeyPath, end: Option<&KeyPath>) -> bool {
 }
 
 /// A chunk of state: the entries of `[start, end)` and the proof that they are all of them.
+///
+/// ```
+/// # fn main() -> Result<(), sprig_core::ProofError> {
+/// use sprig_core::{proof::prove_range, Hasher, ReferenceModel, SyncChunk};
+/// let h = Hasher::Blake3;
+/// let mut state = ReferenceModel::new(h);
+/// for i in 1u8..=6 {
+///     state.insert([i; 32], vec![i]);
+/// }
+/// let (start, end) = ([2u8; 32], [4u8; 32]);
+/// let entries = vec![([2u8; 32], vec![2u8]), ([3u8; 32], vec![3u8])]; // every key in [2, 4)
+/// let proof = prove_range(h, &state.leaves(), &start, Some(&end));
+/// let chunk = SyncChunk { start, end: Some(end), entries, proof };
+/// chunk.verify(h, &state.root())?;
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SyncChunk {
     /// The first key of the range (inclusive).
@@ -125,6 +179,20 @@ fn prove(
 
 /// The range proof of `[start, end)` over a state of `entries` (sorted, distinct keys): what
 /// an honest prover holding the whole state sends.
+///
+/// ```
+/// # fn main() -> Result<(), sprig_core::ProofError> {
+/// use sprig_core::{proof::prove_range, Hasher, ProofError, ReferenceModel, SyncChunk};
+/// let h = Hasher::Blake3;
+/// let mut state = ReferenceModel::new(h);
+/// state.insert([1u8; 32], vec![1]);
+/// state.insert([2u8; 32], vec![2]);
+/// let proof = prove_range(h, &state.leaves(), &[0u8; 32], None); // the whole key space
+/// let entries = vec![([1u8; 32], vec![1u8])]; // one entry held back
+/// let partial = SyncChunk { start: [0u8; 32], end: None, entries, proof };
+/// assert_eq!(partial.verify(h, &state.root()), Err(ProofError::RootMismatch));
+/// # Ok(()) }
+/// ```
 pub fn prove_range(
     hasher: Hasher,
     entries: &[(KeyPath, ValueHash)],
@@ -225,6 +293,21 @@ fn derive(
 /// The range proof of `[start, end)` derived from the ordinary path proofs of `start` and of
 /// `end` (against the same root): what a storage engine that can prove any key sends. Equal to
 /// [`prove_range`] over the same state.
+///
+/// ```
+/// # fn main() -> Result<(), sprig_core::ProofError> {
+/// use sprig_core::{proof::{prove_range, range_proof_from_paths}, Hasher, ReferenceModel};
+/// let h = Hasher::Blake3;
+/// let mut state = ReferenceModel::new(h);
+/// for i in 1u8..=6 {
+///     state.insert([i; 32], vec![i]);
+/// }
+/// let (start, end) = ([2u8; 32], [5u8; 32]);
+/// let (start_proof, end_proof) = (state.path_proof(&start), state.path_proof(&end));
+/// let derived = range_proof_from_paths(h, &start, &start_proof, Some((&end, &end_proof)))?;
+/// assert_eq!(derived, prove_range(h, &state.leaves(), &start, Some(&end)));
+/// # Ok(()) }
+/// ```
 pub fn range_proof_from_paths(
     hasher: Hasher,
     start: &KeyPath,
@@ -330,6 +413,27 @@ impl Check<'_> {
 
 impl SyncChunk {
     /// Check that the chunk holds exactly the entries of its range in the state of `root`.
+    ///
+    /// ```
+    /// # fn main() -> Result<(), sprig_core::ProofError> {
+    /// # use sprig_core::{proof::prove_range, KeyPath, ReferenceModel, SyncChunk};
+    /// # // The chunk of `[start, end)` an honest peer holding `state` serves.
+    /// # fn serve(state: &ReferenceModel, start: KeyPath, end: Option<KeyPath>) -> SyncChunk {
+    /// #     let inside = |k: &KeyPath| *k >= start && end.is_none_or(|e| *k < e);
+    /// #     let entries = state.iter().filter(|(k, _)| inside(k)).map(|(k, v)| (*k, v.to_vec()));
+    /// #     let proof = prove_range(state.hasher(), &state.leaves(), &start, end.as_ref());
+    /// #     SyncChunk { start, end, entries: entries.collect(), proof }
+    /// # }
+    /// # let mut state = ReferenceModel::new(sprig_core::Hasher::Blake3);
+    /// # for i in 1u8..=6 {
+    /// #     state.insert([i; 32], vec![i]);
+    /// # }
+    /// let mut chunk = serve(&state, [2u8; 32], Some([5u8; 32])); // keys 2, 3 and 4
+    /// chunk.verify(state.hasher(), &state.root())?;
+    /// chunk.entries.remove(1); // a peer that leaves a key out
+    /// assert!(chunk.verify(state.hasher(), &state.root()).is_err());
+    /// # Ok(()) }
+    /// ```
     pub fn verify(&self, hasher: Hasher, root: &Node) -> Result<(), ProofError> {
         if self.end.is_some_and(|e| e <= self.start) {
             return Err(ProofError::Malformed {
@@ -376,6 +480,27 @@ impl SyncChunk {
     }
 
     /// The versioned binary encoding (see `docs/PROOF_FORMAT.md`).
+    ///
+    /// ```
+    /// # fn main() -> Result<(), sprig_core::ProofError> {
+    /// # use sprig_core::{proof::prove_range, KeyPath, ReferenceModel, SyncChunk};
+    /// # // The chunk of `[start, end)` an honest peer holding `state` serves.
+    /// # fn serve(state: &ReferenceModel, start: KeyPath, end: Option<KeyPath>) -> SyncChunk {
+    /// #     let inside = |k: &KeyPath| *k >= start && end.is_none_or(|e| *k < e);
+    /// #     let entries = state.iter().filter(|(k, _)| inside(k)).map(|(k, v)| (*k, v.to_vec()));
+    /// #     let proof = prove_range(state.hasher(), &state.leaves(), &start, end.as_ref());
+    /// #     SyncChunk { start, end, entries: entries.collect(), proof }
+    /// # }
+    /// # let mut state = ReferenceModel::new(sprig_core::Hasher::Blake3);
+    /// # for i in 1u8..=6 {
+    /// #     state.insert([i; 32], vec![i]);
+    /// # }
+    /// let chunk = serve(&state, [0u8; 32], Some([4u8; 32]));
+    /// let bytes = chunk.encode(state.hasher()); // what a peer sends
+    /// assert_eq!(&bytes[..4], b"SPSC");
+    /// assert_eq!(SyncChunk::decode(&bytes, state.hasher())?, chunk);
+    /// # Ok(()) }
+    /// ```
     pub fn encode(&self, hasher: Hasher) -> Vec<u8> {
         let values: usize = self.entries.iter().map(|(_, v)| 36 + v.len()).sum();
         let mut out = Vec::with_capacity(80 + values + 33 * self.proof.len());
@@ -400,6 +525,27 @@ impl SyncChunk {
     }
 
     /// Decode a chunk made with `hasher` (structure only: [`SyncChunk::verify`] checks it).
+    ///
+    /// ```
+    /// # fn main() -> Result<(), sprig_core::ProofError> {
+    /// # use sprig_core::{proof::prove_range, KeyPath, ReferenceModel, SyncChunk};
+    /// # // The chunk of `[start, end)` an honest peer holding `state` serves.
+    /// # fn serve(state: &ReferenceModel, start: KeyPath, end: Option<KeyPath>) -> SyncChunk {
+    /// #     let inside = |k: &KeyPath| *k >= start && end.is_none_or(|e| *k < e);
+    /// #     let entries = state.iter().filter(|(k, _)| inside(k)).map(|(k, v)| (*k, v.to_vec()));
+    /// #     let proof = prove_range(state.hasher(), &state.leaves(), &start, end.as_ref());
+    /// #     SyncChunk { start, end, entries: entries.collect(), proof }
+    /// # }
+    /// # let mut state = ReferenceModel::new(sprig_core::Hasher::Blake3);
+    /// # for i in 1u8..=6 {
+    /// #     state.insert([i; 32], vec![i]);
+    /// # }
+    /// let bytes = serve(&state, [3u8; 32], None).encode(state.hasher());
+    /// let chunk = SyncChunk::decode(&bytes, state.hasher())?; // structure only...
+    /// assert_eq!(chunk.entries.len(), 4);
+    /// chunk.verify(state.hasher(), &state.root())?; // ...then the proof
+    /// # Ok(()) }
+    /// ```
     pub fn decode(bytes: &[u8], hasher: Hasher) -> Result<SyncChunk, ProofError> {
         let mut r = Reader::new(bytes);
         r.header(MAGIC, "state-sync chunk", FORMAT_VERSION)?;
@@ -433,6 +579,32 @@ impl SyncChunk {
 }
 
 /// Checks a sequence of chunks against a trusted root, from the first key to the last.
+///
+/// ```
+/// # fn main() -> Result<(), sprig_core::ProofError> {
+/// # use sprig_core::{proof::prove_range, KeyPath, ReferenceModel, SyncChunk};
+/// # // The chunk of `[start, end)` an honest peer holding `state` serves.
+/// # fn serve(state: &ReferenceModel, start: KeyPath, end: Option<KeyPath>) -> SyncChunk {
+/// #     let inside = |k: &KeyPath| *k >= start && end.is_none_or(|e| *k < e);
+/// #     let entries = state.iter().filter(|(k, _)| inside(k)).map(|(k, v)| (*k, v.to_vec()));
+/// #     let proof = prove_range(state.hasher(), &state.leaves(), &start, end.as_ref());
+/// #     SyncChunk { start, end, entries: entries.collect(), proof }
+/// # }
+/// # let mut state = ReferenceModel::new(sprig_core::Hasher::Blake3);
+/// # for i in 1u8..=6 {
+/// #     state.insert([i; 32], vec![i]);
+/// # }
+/// use sprig_core::SyncVerifier;
+/// let mut verifier = SyncVerifier::new(state.hasher(), state.root()); // a trusted root
+/// let bounds = [[0u8; 32], [3u8; 32], [5u8; 32]]; // three chunks, from any peers
+/// for (i, start) in bounds.iter().enumerate() {
+///     let chunk = serve(&state, *start, bounds.get(i + 1).copied());
+///     verifier.accept(&chunk)?; // checked before its entries are used
+/// }
+/// assert!(verifier.is_complete());
+/// assert_eq!(verifier.entries(), 6);
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Clone)]
 pub struct SyncVerifier {
     hasher: Hasher,
@@ -443,12 +615,56 @@ pub struct SyncVerifier {
 
 impl SyncVerifier {
     /// A verifier expecting the chunk that starts at the first key.
+    ///
+    /// ```
+    /// # fn main() -> Result<(), sprig_core::ProofError> {
+    /// # use sprig_core::{proof::prove_range, KeyPath, ReferenceModel, SyncChunk};
+    /// # // The chunk of `[start, end)` an honest peer holding `state` serves.
+    /// # fn serve(state: &ReferenceModel, start: KeyPath, end: Option<KeyPath>) -> SyncChunk {
+    /// #     let inside = |k: &KeyPath| *k >= start && end.is_none_or(|e| *k < e);
+    /// #     let entries = state.iter().filter(|(k, _)| inside(k)).map(|(k, v)| (*k, v.to_vec()));
+    /// #     let proof = prove_range(state.hasher(), &state.leaves(), &start, end.as_ref());
+    /// #     SyncChunk { start, end, entries: entries.collect(), proof }
+    /// # }
+    /// # let mut state = ReferenceModel::new(sprig_core::Hasher::Blake3);
+    /// # for i in 1u8..=6 {
+    /// #     state.insert([i; 32], vec![i]);
+    /// # }
+    /// use sprig_core::SyncVerifier;
+    /// let mut verifier = SyncVerifier::new(state.hasher(), state.root());
+    /// assert_eq!(verifier.next_start(), Some([0u8; 32])); // from the first key
+    /// verifier.accept(&serve(&state, [0u8; 32], None))?; // one chunk: everything
+    /// assert!(verifier.is_complete());
+    /// # Ok(()) }
+    /// ```
     pub fn new(hasher: Hasher, root: Node) -> SyncVerifier {
         SyncVerifier::resume(hasher, root, [0u8; 32])
     }
 
     /// A verifier expecting the chunk that starts at `next` (resuming a sync whose chunks
     /// before `next` were accepted already).
+    ///
+    /// ```
+    /// # fn main() -> Result<(), sprig_core::ProofError> {
+    /// # use sprig_core::{proof::prove_range, KeyPath, ReferenceModel, SyncChunk};
+    /// # // The chunk of `[start, end)` an honest peer holding `state` serves.
+    /// # fn serve(state: &ReferenceModel, start: KeyPath, end: Option<KeyPath>) -> SyncChunk {
+    /// #     let inside = |k: &KeyPath| *k >= start && end.is_none_or(|e| *k < e);
+    /// #     let entries = state.iter().filter(|(k, _)| inside(k)).map(|(k, v)| (*k, v.to_vec()));
+    /// #     let proof = prove_range(state.hasher(), &state.leaves(), &start, end.as_ref());
+    /// #     SyncChunk { start, end, entries: entries.collect(), proof }
+    /// # }
+    /// # let mut state = ReferenceModel::new(sprig_core::Hasher::Blake3);
+    /// # for i in 1u8..=6 {
+    /// #     state.insert([i; 32], vec![i]);
+    /// # }
+    /// use sprig_core::SyncVerifier;
+    /// // The chunks before [4; 32] were accepted before a restart.
+    /// let mut verifier = SyncVerifier::resume(state.hasher(), state.root(), [4u8; 32]);
+    /// verifier.accept(&serve(&state, [4u8; 32], None))?;
+    /// assert_eq!((verifier.is_complete(), verifier.entries()), (true, 3));
+    /// # Ok(()) }
+    /// ```
     pub fn resume(hasher: Hasher, root: Node, next: KeyPath) -> SyncVerifier {
         SyncVerifier {
             hasher,
@@ -460,6 +676,29 @@ impl SyncVerifier {
 
     /// Accept `chunk` if it starts where the previous one ended and verifies against the
     /// root. A rejected chunk changes nothing: fetch it again, from another peer.
+    ///
+    /// ```
+    /// # fn main() -> Result<(), sprig_core::ProofError> {
+    /// # use sprig_core::{proof::prove_range, KeyPath, ReferenceModel, SyncChunk};
+    /// # // The chunk of `[start, end)` an honest peer holding `state` serves.
+    /// # fn serve(state: &ReferenceModel, start: KeyPath, end: Option<KeyPath>) -> SyncChunk {
+    /// #     let inside = |k: &KeyPath| *k >= start && end.is_none_or(|e| *k < e);
+    /// #     let entries = state.iter().filter(|(k, _)| inside(k)).map(|(k, v)| (*k, v.to_vec()));
+    /// #     let proof = prove_range(state.hasher(), &state.leaves(), &start, end.as_ref());
+    /// #     SyncChunk { start, end, entries: entries.collect(), proof }
+    /// # }
+    /// # let mut state = ReferenceModel::new(sprig_core::Hasher::Blake3);
+    /// # for i in 1u8..=6 {
+    /// #     state.insert([i; 32], vec![i]);
+    /// # }
+    /// use sprig_core::{ProofError, SyncVerifier};
+    /// let mut verifier = SyncVerifier::new(state.hasher(), state.root());
+    /// verifier.accept(&serve(&state, [0u8; 32], Some([3u8; 32])))?;
+    /// let gap = verifier.accept(&serve(&state, [4u8; 32], None)); // skips [3; 32]
+    /// assert!(matches!(gap, Err(ProofError::ChunkOutOfOrder { .. })));
+    /// verifier.accept(&serve(&state, [3u8; 32], None))?; // nothing changed: retry
+    /// # Ok(()) }
+    /// ```
     pub fn accept(&mut self, chunk: &SyncChunk) -> Result<(), ProofError> {
         let Some(expected) = self.next else {
             return Err(ProofError::Malformed {
@@ -480,16 +719,81 @@ impl SyncVerifier {
 
     /// Where the next chunk must start; `None` once the last chunk (to the end of the key
     /// space) was accepted.
+    ///
+    /// ```
+    /// # fn main() -> Result<(), sprig_core::ProofError> {
+    /// # use sprig_core::{proof::prove_range, KeyPath, ReferenceModel, SyncChunk};
+    /// # // The chunk of `[start, end)` an honest peer holding `state` serves.
+    /// # fn serve(state: &ReferenceModel, start: KeyPath, end: Option<KeyPath>) -> SyncChunk {
+    /// #     let inside = |k: &KeyPath| *k >= start && end.is_none_or(|e| *k < e);
+    /// #     let entries = state.iter().filter(|(k, _)| inside(k)).map(|(k, v)| (*k, v.to_vec()));
+    /// #     let proof = prove_range(state.hasher(), &state.leaves(), &start, end.as_ref());
+    /// #     SyncChunk { start, end, entries: entries.collect(), proof }
+    /// # }
+    /// # let mut state = ReferenceModel::new(sprig_core::Hasher::Blake3);
+    /// # for i in 1u8..=6 {
+    /// #     state.insert([i; 32], vec![i]);
+    /// # }
+    /// use sprig_core::SyncVerifier;
+    /// let mut verifier = SyncVerifier::new(state.hasher(), state.root());
+    /// verifier.accept(&serve(&state, [0u8; 32], Some([3u8; 32])))?;
+    /// assert_eq!(verifier.next_start(), Some([3u8; 32])); // ask a peer for this chunk next
+    /// # Ok(()) }
+    /// ```
     pub fn next_start(&self) -> Option<KeyPath> {
         self.next
     }
 
     /// Whether the chunks accepted cover the whole key space.
+    ///
+    /// ```
+    /// # fn main() -> Result<(), sprig_core::ProofError> {
+    /// # use sprig_core::{proof::prove_range, KeyPath, ReferenceModel, SyncChunk};
+    /// # // The chunk of `[start, end)` an honest peer holding `state` serves.
+    /// # fn serve(state: &ReferenceModel, start: KeyPath, end: Option<KeyPath>) -> SyncChunk {
+    /// #     let inside = |k: &KeyPath| *k >= start && end.is_none_or(|e| *k < e);
+    /// #     let entries = state.iter().filter(|(k, _)| inside(k)).map(|(k, v)| (*k, v.to_vec()));
+    /// #     let proof = prove_range(state.hasher(), &state.leaves(), &start, end.as_ref());
+    /// #     SyncChunk { start, end, entries: entries.collect(), proof }
+    /// # }
+    /// # let mut state = ReferenceModel::new(sprig_core::Hasher::Blake3);
+    /// # for i in 1u8..=6 {
+    /// #     state.insert([i; 32], vec![i]);
+    /// # }
+    /// use sprig_core::SyncVerifier;
+    /// let mut verifier = SyncVerifier::new(state.hasher(), state.root());
+    /// verifier.accept(&serve(&state, [0u8; 32], Some([3u8; 32])))?;
+    /// assert!(!verifier.is_complete());
+    /// verifier.accept(&serve(&state, [3u8; 32], None))?;
+    /// assert!(verifier.is_complete());
+    /// # Ok(()) }
+    /// ```
     pub fn is_complete(&self) -> bool {
         self.next.is_none()
     }
 
     /// Entries in the chunks accepted.
+    ///
+    /// ```
+    /// # fn main() -> Result<(), sprig_core::ProofError> {
+    /// # use sprig_core::{proof::prove_range, KeyPath, ReferenceModel, SyncChunk};
+    /// # // The chunk of `[start, end)` an honest peer holding `state` serves.
+    /// # fn serve(state: &ReferenceModel, start: KeyPath, end: Option<KeyPath>) -> SyncChunk {
+    /// #     let inside = |k: &KeyPath| *k >= start && end.is_none_or(|e| *k < e);
+    /// #     let entries = state.iter().filter(|(k, _)| inside(k)).map(|(k, v)| (*k, v.to_vec()));
+    /// #     let proof = prove_range(state.hasher(), &state.leaves(), &start, end.as_ref());
+    /// #     SyncChunk { start, end, entries: entries.collect(), proof }
+    /// # }
+    /// # let mut state = ReferenceModel::new(sprig_core::Hasher::Blake3);
+    /// # for i in 1u8..=6 {
+    /// #     state.insert([i; 32], vec![i]);
+    /// # }
+    /// use sprig_core::SyncVerifier;
+    /// let mut verifier = SyncVerifier::new(state.hasher(), state.root());
+    /// verifier.accept(&serve(&state, [0u8; 32], Some([3u8; 32])))?; // keys 1 and 2
+    /// assert_eq!(verifier.entries(), 2);
+    /// # Ok(()) }
+    /// ```
     pub fn entries(&self) -> u64 {
         self.entries
     }

@@ -104,16 +104,47 @@ impl WriteBatch {
     }
 
     /// The sequence number of the version this batch builds on.
+    ///
+    /// ```
+    /// # fn main() -> sprig::Result<()> {
+    /// let db = sprig::Db::open_in_memory(sprig::Options::default())?;
+    /// db.commit(db.begin().finish()?)?;
+    /// let batch = db.begin();
+    /// assert_eq!(batch.base_seq(), 1);
+    /// # Ok(()) }
+    /// ```
     pub fn base_seq(&self) -> u64 {
         self.base.seq
     }
 
     /// The number of distinct keys changed so far, in every table.
+    ///
+    /// ```
+    /// # fn main() -> sprig::Result<()> {
+    /// let db = sprig::Db::open_in_memory(sprig::Options::default())?;
+    /// let mut batch = db.begin();
+    /// batch.put([1u8; 32], "a")?;
+    /// batch.put([1u8; 32], "b")?; // the same key again
+    /// batch.delete([2u8; 32]);
+    /// assert_eq!(batch.len(), 2);
+    /// # Ok(()) }
+    /// ```
     pub fn len(&self) -> usize {
         self.tables.values().map(|t| t.changes.len()).sum()
     }
 
     /// Whether nothing has been changed.
+    ///
+    /// ```
+    /// # fn main() -> sprig::Result<()> {
+    /// let db = sprig::Db::open_in_memory(sprig::Options::default())?;
+    /// let mut batch = db.begin();
+    /// batch.get(&[1u8; 32])?;
+    /// assert!(batch.is_empty()); // a read is not a change
+    /// batch.delete([1u8; 32]);
+    /// assert!(!batch.is_empty());
+    /// # Ok(()) }
+    /// ```
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -126,12 +157,43 @@ impl WriteBatch {
 
     /// The value of `key` in the default table as this batch sees it (its own changes
     /// first). The key is part of the batch's witness.
+    ///
+    /// ```
+    /// # fn main() -> sprig::Result<()> {
+    /// let db = sprig::Db::open_in_memory(sprig::Options::default())?;
+    /// let (a, b) = ([1u8; 32], [2u8; 32]);
+    /// let mut batch = db.begin();
+    /// batch.put(a, "stored")?;
+    /// db.commit(batch.finish()?)?;
+    /// let mut batch = db.begin();
+    /// assert_eq!(batch.get(&a)?, Some(b"stored".to_vec()));
+    /// batch.put(a, "changed")?;
+    /// assert_eq!(batch.get(&a)?, Some(b"changed".to_vec())); // its own write first
+    /// assert_eq!(batch.get(&b)?, None);
+    /// assert_eq!(batch.finish()?.witness().keys, [a, b]); // both reads are in the witness
+    /// # Ok(()) }
+    /// ```
     pub fn get(&mut self, key: &KeyPath) -> Result<Option<Vec<u8>>> {
         self.get_in(&Table::default_table(), key)
     }
 
     /// The value of `key` in `table` as this batch sees it (its own changes first, an upsert
     /// resolved against the stored value). The key is part of the batch's witness.
+    ///
+    /// ```
+    /// # fn main() -> sprig::Result<()> {
+    /// use sprig::{Db, Options, TableOptions};
+    /// let db = Db::open_in_memory(Options::default())?;
+    /// let counters = db.create_table("counters", TableOptions::resolver("add-u64"))?;
+    /// let mut batch = db.begin();
+    /// batch.put_in(&counters, [1u8; 32], 2u64.to_le_bytes())?;
+    /// db.commit(batch.finish()?)?;
+    /// let mut batch = db.begin();
+    /// batch.upsert_in(&counters, [1u8; 32], 3u64.to_le_bytes())?;
+    /// let value = batch.get_in(&counters, &[1u8; 32])?; // the upsert, resolved
+    /// assert_eq!(value, Some(5u64.to_le_bytes().to_vec()));
+    /// # Ok(()) }
+    /// ```
     pub fn get_in(&mut self, table: &Table, key: &KeyPath) -> Result<Option<Vec<u8>>> {
         let t = self.table_mut(table)?;
         t.reads.insert(*key);
@@ -195,11 +257,35 @@ impl WriteBatch {
     }
 
     /// Set `key` to `value` in the default table.
+    ///
+    /// ```
+    /// # fn main() -> sprig::Result<()> {
+    /// let db = sprig::Db::open_in_memory(sprig::Options::default())?;
+    /// let key = db.key_path(b"alice");
+    /// let mut batch = db.begin();
+    /// batch.put(key, 100u64.to_le_bytes())?;
+    /// db.commit(batch.finish()?)?;
+    /// assert_eq!(db.view().get(&key)?, Some(100u64.to_le_bytes().to_vec()));
+    /// # Ok(()) }
+    /// ```
     pub fn put(&mut self, key: KeyPath, value: impl Into<Vec<u8>>) -> Result<()> {
         self.put_in(&Table::default_table(), key, value)
     }
 
     /// Set `key` to `value` in `table`.
+    ///
+    /// ```
+    /// # fn main() -> sprig::Result<()> {
+    /// use sprig::{Db, Options, TableOptions};
+    /// let db = Db::open_in_memory(Options::default())?;
+    /// let blocks = db.create_table("blocks", TableOptions::default())?;
+    /// let mut batch = db.begin();
+    /// batch.put_in(&blocks, [1u8; 32], "block 1")?;
+    /// db.commit(batch.finish()?)?;
+    /// assert_eq!(db.view().get_in(&blocks, &[1u8; 32])?, Some(b"block 1".to_vec()));
+    /// assert_eq!(db.view().get(&[1u8; 32])?, None); // not in the default table
+    /// # Ok(()) }
+    /// ```
     pub fn put_in(&mut self, table: &Table, key: KeyPath, value: impl Into<Vec<u8>>) -> Result<()> {
         let value = value.into();
         check_value_len(value.len())?;
@@ -208,6 +294,20 @@ impl WriteBatch {
     }
 
     /// Remove `key` from the default table (a no-op if absent).
+    ///
+    /// ```
+    /// # fn main() -> sprig::Result<()> {
+    /// let db = sprig::Db::open_in_memory(sprig::Options::default())?;
+    /// let mut batch = db.begin();
+    /// batch.put([1u8; 32], "v")?;
+    /// db.commit(batch.finish()?)?;
+    /// let mut batch = db.begin();
+    /// batch.delete([1u8; 32]);
+    /// batch.delete([2u8; 32]); // absent: nothing to do
+    /// db.commit(batch.finish()?)?;
+    /// assert!(db.is_empty());
+    /// # Ok(()) }
+    /// ```
     pub fn delete(&mut self, key: KeyPath) {
         self.tables
             .entry(DEFAULT_TABLE_ID)
@@ -217,13 +317,38 @@ impl WriteBatch {
     }
 
     /// Remove `key` from `table` (a no-op if absent).
+    ///
+    /// ```
+    /// # fn main() -> sprig::Result<()> {
+    /// use sprig::{Db, Options, TableOptions};
+    /// let db = Db::open_in_memory(Options::default())?;
+    /// let blocks = db.create_table("blocks", TableOptions::default())?;
+    /// let mut batch = db.begin();
+    /// batch.put_in(&blocks, [1u8; 32], "block 1")?;
+    /// db.commit(batch.finish()?)?;
+    /// let mut batch = db.begin();
+    /// batch.delete_in(&blocks, [1u8; 32])?;
+    /// db.commit(batch.finish()?)?;
+    /// assert_eq!(db.view().len_in(&blocks)?, 0);
+    /// # Ok(()) }
+    /// ```
     pub fn delete_in(&mut self, table: &Table, key: KeyPath) -> Result<()> {
         self.table_mut(table)?.changes.insert(key, Op::Delete);
         Ok(())
     }
 
-    /// Upsert `value` at `key` in the default table (which needs a resolver: see
-    /// [`WriteBatch::upsert_in`]).
+    /// Upsert `value` at `key` in the default table. The default table has no resolver, so
+    /// this fails with [`Error::NoResolver`]: upsert into a table created with one
+    /// ([`WriteBatch::upsert_in`]).
+    ///
+    /// ```
+    /// # fn main() -> sprig::Result<()> {
+    /// let db = sprig::Db::open_in_memory(sprig::Options::default())?;
+    /// let mut batch = db.begin();
+    /// let refused = batch.upsert([1u8; 32], 1u64.to_le_bytes());
+    /// assert!(matches!(refused, Err(sprig::Error::NoResolver(_))));
+    /// # Ok(()) }
+    /// ```
     pub fn upsert(&mut self, key: KeyPath, value: impl Into<Vec<u8>>) -> Result<()> {
         self.upsert_in(&Table::default_table(), key, value)
     }
@@ -234,6 +359,22 @@ impl WriteBatch {
     /// combined in order; a put or delete before them is their stored value. No read happens
     /// now: the stored value comes from the page `finish` reads anyway, so an upsert costs what
     /// a put costs. Fails at once if the table has no resolver or this handle lacks it.
+    ///
+    /// ```
+    /// # fn main() -> sprig::Result<()> {
+    /// use sprig::{Db, Options, TableOptions};
+    /// let db = Db::open_in_memory(Options::default())?;
+    /// let counters = db.create_table("counters", TableOptions::resolver("add-u64"))?;
+    /// let mut batch = db.begin();
+    /// batch.upsert_in(&counters, [1u8; 32], 2u64.to_le_bytes())?; // absent: set to 2
+    /// db.commit(batch.finish()?)?;
+    /// let mut batch = db.begin();
+    /// batch.upsert_in(&counters, [1u8; 32], 3u64.to_le_bytes())?; // 2 + 3
+    /// batch.upsert_in(&counters, [1u8; 32], 4u64.to_le_bytes())?; // + 4
+    /// db.commit(batch.finish()?)?;
+    /// assert_eq!(db.view().get_in(&counters, &[1u8; 32])?, Some(9u64.to_le_bytes().to_vec()));
+    /// # Ok(()) }
+    /// ```
     pub fn upsert_in(
         &mut self,
         table: &Table,
@@ -258,11 +399,42 @@ impl WriteBatch {
 
     /// Read the pages of `keys` in the default table now, all in flight at once, so later
     /// gets and `finish` find them in memory.
+    ///
+    /// ```
+    /// # fn main() -> sprig::Result<()> {
+    /// use sprig::{Db, Options};
+    /// let db = Db::open_in_memory(Options { page_cache_bytes: 0, ..Options::default() })?;
+    /// let keys: Vec<_> = (0u32..1000).map(|i| db.key_path(&i.to_le_bytes())).collect();
+    /// db.bulk_load(keys.iter().map(|k| (*k, b"v".to_vec())), &mut |_| {})?;
+    /// let mut batch = db.begin();
+    /// batch.prefetch(&keys)?; // every page, in one round of reads
+    /// let reads = db.stats().batch_page_reads;
+    /// assert!(reads > 0);
+    /// for key in &keys {
+    ///     assert!(batch.get(key)?.is_some());
+    /// }
+    /// assert_eq!(db.stats().batch_page_reads, reads); // no read more
+    /// # Ok(()) }
+    /// ```
     pub fn prefetch(&mut self, keys: &[KeyPath]) -> Result<()> {
         self.prefetch_in(&Table::default_table(), keys)
     }
 
     /// Read the pages of `keys` in `table` now, all in flight at once.
+    ///
+    /// ```
+    /// # fn main() -> sprig::Result<()> {
+    /// use sprig::{Db, Options, TableOptions};
+    /// let db = Db::open_in_memory(Options::default())?;
+    /// let blocks = db.create_table("blocks", TableOptions::default())?;
+    /// let mut batch = db.begin();
+    /// batch.put_in(&blocks, [1u8; 32], "block 1")?;
+    /// db.commit(batch.finish()?)?;
+    /// let mut batch = db.begin();
+    /// batch.prefetch_in(&blocks, &[[1u8; 32], [2u8; 32]])?;
+    /// assert_eq!(batch.get_in(&blocks, &[1u8; 32])?, Some(b"block 1".to_vec()));
+    /// # Ok(()) }
+    /// ```
     pub fn prefetch_in(&mut self, table: &Table, keys: &[KeyPath]) -> Result<()> {
         let dir = table.dir(&self.base.tables)?;
         let t = self.tables.entry(table.id).or_default();
@@ -285,6 +457,19 @@ impl WriteBatch {
 
     /// Apply the batch in memory: an overlay with the new roots, and the witness of every key
     /// read or written against the base roots, per table.
+    ///
+    /// ```
+    /// # fn main() -> sprig::Result<()> {
+    /// let db = sprig::Db::open_in_memory(sprig::Options::default())?;
+    /// let mut batch = db.begin();
+    /// batch.put([1u8; 32], "v")?;
+    /// let pending = batch.finish()?; // the new root, in memory
+    /// let root = pending.root();
+    /// assert_eq!(db.root(), [0u8; 32]); // the database is unchanged...
+    /// pending.witness().verify(db.hasher(), &pending.base_root())?;
+    /// assert_eq!(db.commit(pending)?.root, root); // ...until the commit
+    /// # Ok(()) }
+    /// ```
     pub fn finish(mut self) -> Result<Pending> {
         let _span =
             tracing::debug_span!(target: "sprig", "sprig.finish", base = self.base.seq).entered();
@@ -530,48 +715,164 @@ pub struct Pending {
 impl Pending {
     /// The default table's root after this overlay (the state root of a database without
     /// other tables).
+    ///
+    /// ```
+    /// # fn main() -> sprig::Result<()> {
+    /// let db = sprig::Db::open_in_memory(sprig::Options::default())?;
+    /// let mut batch = db.begin();
+    /// batch.put([1u8; 32], "v")?;
+    /// let pending = batch.finish()?;
+    /// let root = pending.root(); // known before the commit
+    /// assert_eq!(db.commit(pending)?.root, root);
+    /// # Ok(()) }
+    /// ```
     pub fn root(&self) -> Node {
         self.version.tables.default_dir().root_node()
     }
 
     /// The database root after this overlay: the root of every table's root.
+    ///
+    /// ```
+    /// # fn main() -> sprig::Result<()> {
+    /// use sprig::{Db, Options, TableOptions};
+    /// let db = Db::open_in_memory(Options::default())?;
+    /// let blocks = db.create_table("blocks", TableOptions::default())?;
+    /// let mut batch = db.begin();
+    /// batch.put_in(&blocks, [1u8; 32], "block 1")?;
+    /// let pending = batch.finish()?;
+    /// let db_root = pending.db_root();
+    /// assert_ne!(db_root, db.db_root());
+    /// assert_eq!(db.commit(pending)?.db_root, db_root);
+    /// # Ok(()) }
+    /// ```
     pub fn db_root(&self) -> Node {
         self.version.tables.db_root()
     }
 
     /// `table`'s root after this overlay.
+    ///
+    /// ```
+    /// # fn main() -> sprig::Result<()> {
+    /// use sprig::{Db, Options, TableOptions};
+    /// let db = Db::open_in_memory(Options::default())?;
+    /// let blocks = db.create_table("blocks", TableOptions::default())?;
+    /// let mut batch = db.begin();
+    /// batch.put_in(&blocks, [1u8; 32], "block 1")?;
+    /// let pending = batch.finish()?;
+    /// let root = pending.table_root(&blocks)?;
+    /// assert_eq!(pending.root(), [0u8; 32]); // the default table is still empty
+    /// db.commit(pending)?;
+    /// assert_eq!(db.view().table_root(&blocks)?, root);
+    /// # Ok(()) }
+    /// ```
     pub fn table_root(&self, table: &Table) -> Result<Node> {
         Ok(table.dir(&self.version.tables)?.root_node())
     }
 
     /// The default table's root in the version this overlay builds on.
+    ///
+    /// ```
+    /// # fn main() -> sprig::Result<()> {
+    /// let db = sprig::Db::open_in_memory(sprig::Options::default())?;
+    /// let mut batch = db.begin();
+    /// batch.put([1u8; 32], "a")?;
+    /// db.commit(batch.finish()?)?;
+    /// let mut batch = db.begin();
+    /// batch.put([2u8; 32], "b")?;
+    /// let pending = batch.finish()?;
+    /// assert_eq!(pending.base_root(), db.root()); // the root the witness is against
+    /// assert_ne!(pending.root(), pending.base_root());
+    /// # Ok(()) }
+    /// ```
     pub fn base_root(&self) -> Node {
         self.state()
             .map_or([0; 32], |o| o.parent().tables.default_dir().root_node())
     }
 
     /// The sequence number of the version this overlay builds on.
+    ///
+    /// ```
+    /// # fn main() -> sprig::Result<()> {
+    /// let db = sprig::Db::open_in_memory(sprig::Options::default())?;
+    /// db.commit(db.begin().finish()?)?;
+    /// let block2 = db.begin().finish()?;
+    /// let block3 = block2.begin()?.finish()?; // on the uncommitted block 2
+    /// assert_eq!((block2.base_seq(), block3.base_seq()), (1, 2));
+    /// # Ok(()) }
+    /// ```
     pub fn base_seq(&self) -> u64 {
         self.version.seq.saturating_sub(1)
     }
 
     /// The sequence number this overlay gets when committed.
+    ///
+    /// ```
+    /// # fn main() -> sprig::Result<()> {
+    /// let db = sprig::Db::open_in_memory(sprig::Options::default())?;
+    /// let pending = db.begin().finish()?;
+    /// assert_eq!(pending.seq(), 1);
+    /// assert_eq!(db.commit(pending)?.seq, 1);
+    /// # Ok(()) }
+    /// ```
     pub fn seq(&self) -> u64 {
         self.version.seq
     }
 
     /// The number of entries in this overlay's default table.
+    ///
+    /// ```
+    /// # fn main() -> sprig::Result<()> {
+    /// let db = sprig::Db::open_in_memory(sprig::Options::default())?;
+    /// let mut batch = db.begin();
+    /// batch.put([1u8; 32], "a")?;
+    /// batch.put([2u8; 32], "b")?;
+    /// let pending = batch.finish()?;
+    /// assert_eq!((pending.len(), db.len()), (2, 0));
+    /// # Ok(()) }
+    /// ```
     pub fn len(&self) -> u64 {
         self.version.tables.default_dir().len()
     }
 
     /// Whether this overlay's state is empty.
+    ///
+    /// ```
+    /// # fn main() -> sprig::Result<()> {
+    /// let db = sprig::Db::open_in_memory(sprig::Options::default())?;
+    /// let mut batch = db.begin();
+    /// batch.put([1u8; 32], "a")?;
+    /// let pending = batch.finish()?;
+    /// assert!(!pending.is_empty());
+    /// let mut batch = pending.begin()?;
+    /// batch.delete([1u8; 32]);
+    /// assert!(batch.finish()?.is_empty());
+    /// # Ok(()) }
+    /// ```
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
     /// The witness of every key of the default table the batch read or wrote, against the
     /// base root.
+    ///
+    /// ```
+    /// # fn main() -> sprig::Result<()> {
+    /// let db = sprig::Db::open_in_memory(sprig::Options::default())?;
+    /// let (a, b) = ([1u8; 32], [2u8; 32]);
+    /// let mut batch = db.begin();
+    /// batch.put(a, "old")?;
+    /// db.commit(batch.finish()?)?;
+    /// let mut batch = db.begin();
+    /// batch.get(&a)?;
+    /// batch.put(b, "new")?;
+    /// let pending = batch.finish()?;
+    /// // What a stateless client checks: the reads, then the new root.
+    /// let witness = pending.witness().verify(db.hasher(), &pending.base_root())?;
+    /// witness.check_value(&a, Some(b"old"))?;
+    /// let new_root = witness.apply(&[(b, Some(db.hasher().hash_value(b"new")))])?;
+    /// assert_eq!(new_root, pending.root());
+    /// # Ok(()) }
+    /// ```
     pub fn witness(&self) -> &Witness {
         /// Every `Pending` is made by `finish` and so has overlay state with the default
         /// table's witness; this never shows.
@@ -586,11 +887,38 @@ impl Pending {
 
     /// The witness of every key of `table` the batch read or wrote, against the table's root
     /// in the base version; `None` if the batch did not touch the table.
+    ///
+    /// ```
+    /// # fn main() -> sprig::Result<()> {
+    /// use sprig::{Db, Options, TableOptions};
+    /// let db = Db::open_in_memory(Options::default())?;
+    /// let (blocks, other) = (
+    ///     db.create_table("blocks", TableOptions::default())?,
+    ///     db.create_table("other", TableOptions::default())?,
+    /// );
+    /// let mut batch = db.begin();
+    /// batch.put_in(&blocks, [1u8; 32], "block 1")?;
+    /// let pending = batch.finish()?;
+    /// let witness = pending.witness_in(&blocks).expect("the batch wrote to it");
+    /// witness.verify(db.hasher(), &db.view().table_root(&blocks)?)?;
+    /// assert!(pending.witness_in(&other).is_none());
+    /// # Ok(()) }
+    /// ```
     pub fn witness_in(&self, table: &Table) -> Option<&Witness> {
         self.state().and_then(|o| o.parts.witnesses.get(&table.id))
     }
 
     /// Whether this overlay has been committed.
+    ///
+    /// ```
+    /// # fn main() -> sprig::Result<()> {
+    /// let db = sprig::Db::open_in_memory(sprig::Options::default())?;
+    /// let pending = db.begin().finish()?;
+    /// assert!(!pending.is_committed());
+    /// db.commit(pending.clone())?; // clones are the same overlay
+    /// assert!(pending.is_committed());
+    /// # Ok(()) }
+    /// ```
     pub fn is_committed(&self) -> bool {
         self.state().is_some_and(OverlayState::is_committed)
     }
@@ -600,18 +928,57 @@ impl Pending {
     }
 
     /// A read view of this overlay's state: values, proofs and witnesses against its root.
+    ///
+    /// ```
+    /// # fn main() -> sprig::Result<()> {
+    /// let db = sprig::Db::open_in_memory(sprig::Options::default())?;
+    /// let mut batch = db.begin();
+    /// batch.put([1u8; 32], "v")?;
+    /// let pending = batch.finish()?;
+    /// let view = pending.view()?; // the uncommitted state
+    /// assert_eq!(view.get(&[1u8; 32])?, Some(b"v".to_vec()));
+    /// let proof = view.path_proof(&[1u8; 32])?; // against the overlay's root
+    /// proof.verify_value(db.hasher(), &pending.root(), &[1u8; 32], Some(b"v"))?;
+    /// # Ok(()) }
+    /// ```
     pub fn view(&self) -> Result<ReadView> {
         self.version.check_usable(self.inner.head().seq)?;
         Ok(ReadView::of(&self.inner, self.version.clone()))
     }
 
     /// Fail if this overlay was discarded or superseded.
+    ///
+    /// ```
+    /// # fn main() -> sprig::Result<()> {
+    /// let db = sprig::Db::open_in_memory(sprig::Options::default())?;
+    /// let pending = db.begin().finish()?;
+    /// pending.check()?;
+    /// pending.clone().discard();
+    /// assert!(matches!(pending.check(), Err(sprig::Error::Discarded { .. })));
+    /// # Ok(()) }
+    /// ```
     pub fn check(&self) -> Result<()> {
         self.version.check_usable(self.inner.head().seq)
     }
 
     /// Start a batch on top of this overlay (a block on this block, or a fork when several
     /// batches start on the same overlay).
+    ///
+    /// ```
+    /// # fn main() -> sprig::Result<()> {
+    /// let db = sprig::Db::open_in_memory(sprig::Options::default())?;
+    /// let mut batch = db.begin();
+    /// batch.put([1u8; 32], "block 1")?;
+    /// let block1 = batch.finish()?;
+    /// let (mut a, mut b) = (block1.begin()?, block1.begin()?); // two forks of block 1
+    /// a.put([2u8; 32], "fork a")?;
+    /// b.put([2u8; 32], "fork b")?;
+    /// let (fork_a, fork_b) = (a.finish()?, b.finish()?);
+    /// assert_eq!(fork_a.view()?.get(&[1u8; 32])?, Some(b"block 1".to_vec()));
+    /// db.commit(fork_a)?; // block 1, then fork a
+    /// assert!(matches!(fork_b.check(), Err(sprig::Error::Superseded { .. })));
+    /// # Ok(()) }
+    /// ```
     pub fn begin(&self) -> Result<WriteBatch> {
         self.version.check_usable(self.inner.head().seq)?;
         Ok(WriteBatch::on(self.inner.clone(), self.version.clone()))
@@ -619,6 +986,17 @@ impl Pending {
 
     /// Drop this overlay: it and every overlay built on it can no longer be read or committed.
     /// A committed overlay is unaffected.
+    ///
+    /// ```
+    /// # fn main() -> sprig::Result<()> {
+    /// let db = sprig::Db::open_in_memory(sprig::Options::default())?;
+    /// let block1 = db.begin().finish()?;
+    /// let block2 = block1.begin()?.finish()?;
+    /// block1.discard();
+    /// assert!(matches!(db.commit(block2), Err(sprig::Error::Discarded { .. })));
+    /// assert_eq!(db.seq(), 0);
+    /// # Ok(()) }
+    /// ```
     pub fn discard(self) {
         if let Some(o) = self.state() {
             o.discard();
@@ -626,6 +1004,17 @@ impl Pending {
     }
 
     /// Bytes of memory this overlay's changes hold (pages and values).
+    ///
+    /// ```
+    /// # fn main() -> sprig::Result<()> {
+    /// let db = sprig::Db::open_in_memory(sprig::Options::default())?;
+    /// let mut batch = db.begin();
+    /// batch.put([1u8; 32], vec![0u8; 10_000])?;
+    /// let pending = batch.finish()?;
+    /// assert!(pending.memory_bytes() >= 10_000);
+    /// assert_eq!(db.stats().overlay_bytes, pending.memory_bytes()); // the only overlay
+    /// # Ok(()) }
+    /// ```
     pub fn memory_bytes(&self) -> u64 {
         self.state().map_or(0, OverlayState::memory_bytes)
     }

@@ -50,6 +50,19 @@ enum Stored {
 impl BlobRef {
     /// Whether the value lives outside its page (in the value log): only such values cost a
     /// read of their own.
+    ///
+    /// ```
+    /// # fn main() -> sprig::Result<()> {
+    /// let db = sprig::Db::open_in_memory(sprig::Options::default())?;
+    /// let mut batch = db.begin();
+    /// batch.put([1u8; 32], vec![0u8; 100])?;
+    /// batch.put([2u8; 32], vec![0u8; 100_000])?;
+    /// db.commit(batch.finish()?)?;
+    /// let view = db.view();
+    /// assert!(!view.get_ref(&[1u8; 32])?.expect("present").is_external()); // in its page
+    /// assert!(view.get_ref(&[2u8; 32])?.expect("present").is_external()); // in the value log
+    /// # Ok(()) }
+    /// ```
     pub fn is_external(&self) -> bool {
         matches!(self.stored, Stored::External(_))
     }
@@ -58,11 +71,37 @@ impl BlobRef {
 impl ReadView {
     /// The length and hash of `key`'s value in the default table, without reading the value
     /// (see [`ReadView::get_ref_in`]).
+    ///
+    /// ```
+    /// # fn main() -> sprig::Result<()> {
+    /// let db = sprig::Db::open_in_memory(sprig::Options::default())?;
+    /// let mut batch = db.begin();
+    /// batch.put([1u8; 32], "hello")?;
+    /// db.commit(batch.finish()?)?;
+    /// let view = db.view();
+    /// let blob = view.get_ref(&[1u8; 32])?.expect("present");
+    /// assert_eq!((blob.len, blob.hash), (5, db.hasher().hash_value(b"hello")));
+    /// assert_eq!(view.get_ref(&[2u8; 32])?, None);
+    /// # Ok(()) }
+    /// ```
     pub fn get_ref(&self, key: &KeyPath) -> Result<Option<BlobRef>> {
         self.get_ref_in(&Table::default_table(), key)
     }
 
     /// The length and hash of `key`'s value in `table`: one page read, no value read.
+    ///
+    /// ```
+    /// # fn main() -> sprig::Result<()> {
+    /// use sprig::{Db, Options, TableOptions};
+    /// let db = Db::open_in_memory(Options::default())?;
+    /// let blocks = db.create_table("blocks", TableOptions::default())?;
+    /// let mut batch = db.begin();
+    /// batch.put_in(&blocks, [1u8; 32], vec![7u8; 50_000])?;
+    /// db.commit(batch.finish()?)?;
+    /// let blob = db.view().get_ref_in(&blocks, &[1u8; 32])?.expect("present");
+    /// assert_eq!(blob.len, 50_000); // known without reading the value
+    /// # Ok(()) }
+    /// ```
     pub fn get_ref_in(&self, table: &Table, key: &KeyPath) -> Result<Option<BlobRef>> {
         let Some(page) = self.page_holding(table, key)? else {
             return Ok(None);
@@ -86,6 +125,20 @@ impl ReadView {
     /// length), checked against the value's hash: a value that does not match is
     /// [`crate::Error::Corruption`]. The check needs the whole value, so a value-log value is read
     /// whole even for a small range.
+    ///
+    /// ```
+    /// # fn main() -> sprig::Result<()> {
+    /// let db = sprig::Db::open_in_memory(sprig::Options::default())?;
+    /// let mut batch = db.begin();
+    /// batch.put([1u8; 32], "hello")?;
+    /// db.commit(batch.finish()?)?;
+    /// let view = db.view();
+    /// let blob = view.get_ref(&[1u8; 32])?.expect("present");
+    /// assert_eq!(view.read_blob(&blob, ..)?, b"hello");
+    /// assert_eq!(view.read_blob(&blob, 1..3)?, b"el");
+    /// assert_eq!(view.read_blob(&blob, 3..100)?, b"lo"); // clamped to the value
+    /// # Ok(()) }
+    /// ```
     pub fn read_blob(&self, blob: &BlobRef, range: impl RangeBounds<u64>) -> Result<Vec<u8>> {
         let bytes = match &blob.stored {
             Stored::Inline(bytes) => bytes.clone(),

@@ -19,6 +19,19 @@ use crate::stats::ReadKind;
 const PAGES_PER_BATCH: usize = 256;
 
 /// What [`Db::check`] found.
+///
+/// ```
+/// # fn main() -> sprig::Result<()> {
+/// let db = sprig::Db::open_in_memory(sprig::Options::default())?;
+/// let mut batch = db.begin();
+/// batch.put([1u8; 32], "small")?;
+/// batch.put([2u8; 32], vec![0u8; 10_000])?; // in the value log
+/// db.commit(batch.finish()?)?;
+/// let report = db.check(&mut |_, _| {})?;
+/// assert_eq!((report.pages, report.entries, report.values), (1, 2, 1));
+/// assert!(report.bytes_read >= 10_000 && report.problems.is_empty());
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Default)]
 pub struct CheckReport {
     /// Pages read and checked.
@@ -35,6 +48,17 @@ pub struct CheckReport {
 
 impl CheckReport {
     /// Whether nothing was wrong.
+    ///
+    /// ```
+    /// # fn main() -> sprig::Result<()> {
+    /// let db = sprig::Db::open_in_memory(sprig::Options::default())?;
+    /// let mut batch = db.begin();
+    /// batch.put([1u8; 32], "v")?;
+    /// db.commit(batch.finish()?)?;
+    /// let report = db.check(&mut |_, _| {})?;
+    /// assert!(report.is_clean(), "{:?}", report.problems);
+    /// # Ok(()) }
+    /// ```
     pub fn is_clean(&self) -> bool {
         self.problems.is_empty()
     }
@@ -43,6 +67,19 @@ impl CheckReport {
 impl Db {
     /// Read and verify every page and value of every table of the latest version (see
     /// [`ReadView::check`]).
+    ///
+    /// ```
+    /// # fn main() -> sprig::Result<()> {
+    /// let db = sprig::Db::open_in_memory(sprig::Options::default())?;
+    /// let items = (0u32..2000).map(|i| (db.key_path(&i.to_le_bytes()), vec![1u8; 40]));
+    /// db.bulk_load(items, &mut |_| {})?;
+    /// let mut last = (0, 0);
+    /// let report = db.check(&mut |done, total| last = (done, total))?;
+    /// assert!(report.is_clean());
+    /// assert_eq!(report.entries, 2000);
+    /// assert_eq!(last, (report.pages, report.pages)); // (pages done, pages in all)
+    /// # Ok(()) }
+    /// ```
     pub fn check(&self, progress: &mut dyn FnMut(u64, u64)) -> Result<CheckReport> {
         self.view().check(progress)
     }
@@ -53,6 +90,19 @@ impl ReadView {
     /// snapshot's too). `progress` is called with (pages done, pages total) after each batch.
     /// I/O errors and corruption are collected in the report, not returned; the call itself
     /// fails only if it cannot proceed at all.
+    ///
+    /// ```
+    /// # fn main() -> sprig::Result<()> {
+    /// let db = sprig::Db::open_in_memory(sprig::Options::default())?;
+    /// let mut batch = db.begin();
+    /// batch.put([1u8; 32], "v")?;
+    /// db.commit(batch.finish()?)?;
+    /// db.save_snapshot("block-1")?;
+    /// let report = db.open_snapshot("block-1")?.check(&mut |_, _| {})?;
+    /// assert!(report.is_clean());
+    /// assert_eq!(report.entries, 1);
+    /// # Ok(()) }
+    /// ```
     pub fn check(&self, progress: &mut dyn FnMut(u64, u64)) -> Result<CheckReport> {
         let view = self;
         let mut total = 0u64;

@@ -88,6 +88,18 @@ const READ_ONLY_OPEN_ATTEMPTS: u32 = 5;
 
 impl Db {
     /// Open the database in directory `path`, creating it if the options allow.
+    ///
+    /// ```
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use sprig::{Db, Error, Options};
+    /// let dir = tempfile::tempdir()?;
+    /// let db = Db::open(dir.path().join("state"), Options::default())?; // created: it was missing
+    /// assert!(db.is_empty());
+    /// let no_create = Options { create_if_missing: false, ..Options::default() };
+    /// let missing = Db::open(dir.path().join("other"), no_create);
+    /// assert!(matches!(missing, Err(Error::NotFound(_))));
+    /// # Ok(()) }
+    /// ```
     pub fn open(path: impl AsRef<Path>, options: Options) -> Result<Db> {
         options.validate()?;
         let path = path.as_ref();
@@ -122,6 +134,21 @@ impl Db {
     /// While another process writes, its cleaner may delete segment files this handle still
     /// reads: keep read-only handles short-lived there (a read then fails with an I/O error,
     /// never with wrong data).
+    ///
+    /// ```
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use sprig::{Db, Error, Options};
+    /// let dir = tempfile::tempdir()?;
+    /// let db = Db::open(dir.path(), Options::default())?;
+    /// let mut batch = db.begin();
+    /// batch.put(db.key_path(b"k"), b"v".to_vec())?;
+    /// db.commit(batch.finish()?)?;
+    /// let reader = Db::open_read_only(dir.path(), Options::default())?; // while `db` is open
+    /// assert_eq!(reader.view().get(&db.key_path(b"k"))?, Some(b"v".to_vec()));
+    /// let refused = reader.commit(reader.begin().finish()?);
+    /// assert!(matches!(refused, Err(Error::ReadOnly)));
+    /// # Ok(()) }
+    /// ```
     pub fn open_read_only(path: impl AsRef<Path>, options: Options) -> Result<Db> {
         options.validate()?;
         let path = path.as_ref();
@@ -139,6 +166,21 @@ impl Db {
     }
 
     /// [`Db::open_read_only`] on any storage backend.
+    ///
+    /// ```
+    /// # fn main() -> sprig::Result<()> {
+    /// use sprig::{io::MemoryStorage, Db, Options};
+    /// use std::sync::Arc;
+    /// let storage = Arc::new(MemoryStorage::new());
+    /// let db = Db::open_with_storage(storage.clone(), Options::default())?;
+    /// let mut batch = db.begin();
+    /// batch.put([1u8; 32], b"v".to_vec())?;
+    /// db.commit(batch.finish()?)?;
+    /// let reader = Db::open_with_storage_read_only(storage, Options::default())?;
+    /// assert!(reader.is_read_only());
+    /// assert_eq!(reader.view().get(&[1u8; 32])?, Some(b"v".to_vec()));
+    /// # Ok(()) }
+    /// ```
     pub fn open_with_storage_read_only(storage: Arc<dyn Storage>, options: Options) -> Result<Db> {
         options.validate()?;
         let io = io::IoBackendInfo::of(storage.as_ref());
@@ -175,6 +217,17 @@ impl Db {
     }
 
     /// Create a new database in `path`; fails if one exists there.
+    ///
+    /// ```
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use sprig::{Db, Error, Options};
+    /// let dir = tempfile::tempdir()?;
+    /// let db = Db::create(dir.path(), Options::default())?;
+    /// drop(db);
+    /// let again = Db::create(dir.path(), Options::default());
+    /// assert!(matches!(again, Err(Error::AlreadyExists(_))));
+    /// # Ok(()) }
+    /// ```
     pub fn create(path: impl AsRef<Path>, options: Options) -> Result<Db> {
         let path = path.as_ref();
         if path.join(MANIFEST_FILE).exists() {
@@ -190,11 +243,35 @@ impl Db {
     }
 
     /// A database that lives only in memory.
+    ///
+    /// ```
+    /// # fn main() -> sprig::Result<()> {
+    /// use sprig::{Db, Options};
+    /// let db = Db::open_in_memory(Options::default())?;
+    /// assert_eq!((db.seq(), db.len(), db.path()), (0, 0, None));
+    /// assert_eq!(db.io_backend().name, "memory");
+    /// # Ok(()) }
+    /// ```
     pub fn open_in_memory(options: Options) -> Result<Db> {
         Db::open_with_storage(Arc::new(MemoryStorage::new()), options)
     }
 
     /// Open a database on any storage backend (for tests, fault injection and simulation).
+    ///
+    /// ```
+    /// # fn main() -> sprig::Result<()> {
+    /// use sprig::{io::MemoryStorage, Db, Options};
+    /// use std::sync::Arc;
+    /// let storage = Arc::new(MemoryStorage::new());
+    /// let db = Db::open_with_storage(storage.clone(), Options::default())?;
+    /// let mut batch = db.begin();
+    /// batch.put([1u8; 32], b"v".to_vec())?;
+    /// let info = db.commit(batch.finish()?)?;
+    /// drop(db);
+    /// let db = Db::open_with_storage(storage, Options::default())?; // the same files again
+    /// assert_eq!(db.root(), info.root);
+    /// # Ok(()) }
+    /// ```
     pub fn open_with_storage(storage: Arc<dyn Storage>, options: Options) -> Result<Db> {
         options.validate()?;
         let io = io::IoBackendInfo::of(storage.as_ref());
@@ -335,11 +412,38 @@ impl Db {
     /// What opening the database found: a lost log tail (a commit in flight at a crash, or
     /// unsynced commits lost to a power loss), repaired records, leftovers removed. See
     /// [`RecoveryReport::findings`].
+    ///
+    /// ```
+    /// # fn main() -> sprig::Result<()> {
+    /// use sprig::{io::MemoryStorage, Db, Options};
+    /// use std::sync::Arc;
+    /// let storage = Arc::new(MemoryStorage::new());
+    /// let db = Db::open_with_storage(storage.clone(), Options::default())?;
+    /// db.commit(db.begin().finish()?)?;
+    /// drop(db);
+    /// let db = Db::open_with_storage(storage, Options::default())?;
+    /// let report = db.recovery();
+    /// assert_eq!((report.seq, report.records_replayed), (1, 1));
+    /// assert!(report.is_clean() && report.findings().is_empty());
+    /// # Ok(()) }
+    /// ```
     pub fn recovery(&self) -> &RecoveryReport {
         &self.inner.recovery
     }
 
     /// Whether the database was opened read-only.
+    ///
+    /// ```
+    /// # fn main() -> sprig::Result<()> {
+    /// use sprig::{io::MemoryStorage, Db, Options};
+    /// use std::sync::Arc;
+    /// let storage = Arc::new(MemoryStorage::new());
+    /// let db = Db::open_with_storage(storage.clone(), Options::default())?;
+    /// assert!(!db.is_read_only());
+    /// let reader = Db::open_with_storage_read_only(storage, Options::default())?;
+    /// assert!(reader.is_read_only());
+    /// # Ok(()) }
+    /// ```
     pub fn is_read_only(&self) -> bool {
         self.inner
             .log
@@ -350,21 +454,58 @@ impl Db {
     }
 
     /// The hasher of this database.
+    ///
+    /// ```
+    /// # fn main() -> sprig::Result<()> {
+    /// use sprig::{Db, Hasher, Options};
+    /// let db = Db::open_in_memory(Options::default())?;
+    /// assert_eq!(db.hasher(), Hasher::Blake3); // the default
+    /// let keccak = Options { hasher: Some(Hasher::Keccak256), ..Options::default() };
+    /// assert_eq!(Db::open_in_memory(keccak)?.hasher(), Hasher::Keccak256);
+    /// # Ok(()) }
+    /// ```
     pub fn hasher(&self) -> Hasher {
         self.inner.hasher
     }
 
     /// The key path of an arbitrary byte key: its hash with this database's hasher.
+    ///
+    /// ```
+    /// # fn main() -> sprig::Result<()> {
+    /// let db = sprig::Db::open_in_memory(sprig::Options::default())?;
+    /// let alice = db.key_path(b"alice");
+    /// assert_eq!(alice, sprig::core::key_path_of(db.hasher(), b"alice"));
+    /// assert_ne!(alice, db.key_path(b"bob"));
+    /// # Ok(()) }
+    /// ```
     pub fn key_path(&self, key: &[u8]) -> KeyPath {
         sprig_core::key_path_of(self.inner.hasher, key)
     }
 
     /// The directory the database lives in (none for in-memory databases).
+    ///
+    /// ```
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use sprig::{Db, Options};
+    /// let dir = tempfile::tempdir()?;
+    /// let db = Db::open(dir.path(), Options::default())?;
+    /// assert_eq!(db.path(), Some(dir.path()));
+    /// assert_eq!(Db::open_in_memory(Options::default())?.path(), None);
+    /// # Ok(()) }
+    /// ```
     pub fn path(&self) -> Option<&Path> {
         self.inner.path.as_deref()
     }
 
     /// The options the database was opened with.
+    ///
+    /// ```
+    /// # fn main() -> sprig::Result<()> {
+    /// use sprig::{Db, Options};
+    /// let db = Db::open_in_memory(Options { retained_versions: 8, ..Options::default() })?;
+    /// assert_eq!(db.options().retained_versions, 8);
+    /// # Ok(()) }
+    /// ```
     pub fn options(&self) -> &Options {
         &self.inner.options
     }
@@ -372,37 +513,116 @@ impl Db {
     /// The I/O backend in use, which may not be the one the options asked for: where the
     /// kernel refuses io_uring, [`crate::IoBackend::IoUring`] runs on posix and this says
     /// why; where the file system refuses `O_DIRECT`, I/O is buffered and this says why.
+    ///
+    /// ```
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use sprig::{Db, IoBackend, Options};
+    /// let dir = tempfile::tempdir()?;
+    /// let posix = Options { io_backend: IoBackend::Posix, ..Options::default() };
+    /// let db = Db::open(dir.path(), posix)?;
+    /// let io = db.io_backend();
+    /// assert_eq!((io.name, io.io_uring_refused.as_deref()), ("posix", None));
+    /// println!("{io}"); // e.g. "posix, direct I/O"
+    /// # Ok(()) }
+    /// ```
     pub fn io_backend(&self) -> &io::IoBackendInfo {
         &self.inner.io
     }
 
     /// A read view of the latest committed version.
+    ///
+    /// ```
+    /// # fn main() -> sprig::Result<()> {
+    /// let db = sprig::Db::open_in_memory(sprig::Options::default())?;
+    /// let mut batch = db.begin();
+    /// batch.put([1u8; 32], b"v".to_vec())?;
+    /// db.commit(batch.finish()?)?;
+    /// let view = db.view();
+    /// assert_eq!(view.seq(), 1);
+    /// assert_eq!(view.get(&[1u8; 32])?, Some(b"v".to_vec()));
+    /// # Ok(()) }
+    /// ```
     pub fn view(&self) -> ReadView {
         let (version, pin) = self.inner.versions.pinned_head();
         ReadView::pinned(&self.inner, version, pin)
     }
 
     /// A read view of a retained committed version (see `Options::retained_versions`).
+    ///
+    /// ```
+    /// # fn main() -> sprig::Result<()> {
+    /// let db = sprig::Db::open_in_memory(sprig::Options::default())?;
+    /// for value in ["one", "two"] {
+    ///     let mut batch = db.begin();
+    ///     batch.put([1u8; 32], value)?;
+    ///     db.commit(batch.finish()?)?;
+    /// }
+    /// assert_eq!(db.view_at(1)?.get(&[1u8; 32])?, Some(b"one".to_vec()));
+    /// assert!(matches!(db.view_at(7), Err(sprig::Error::NotRetained { seq: 7, .. })));
+    /// # Ok(()) }
+    /// ```
     pub fn view_at(&self, seq: u64) -> Result<ReadView> {
         let (version, pin) = self.inner.versions.pinned_version(seq)?;
         Ok(ReadView::pinned(&self.inner, version, pin))
     }
 
     /// The retained committed versions, oldest first, as (sequence number, root).
+    ///
+    /// ```
+    /// # fn main() -> sprig::Result<()> {
+    /// let options = sprig::Options { retained_versions: 2, ..sprig::Options::default() };
+    /// let db = sprig::Db::open_in_memory(options)?;
+    /// for i in 1u8..=3 {
+    ///     let mut batch = db.begin();
+    ///     batch.put([i; 32], b"v".to_vec())?;
+    ///     db.commit(batch.finish()?)?;
+    /// }
+    /// let seqs: Vec<u64> = db.versions().iter().map(|(seq, _)| *seq).collect();
+    /// assert_eq!(seqs, [2, 3]);
+    /// assert_eq!(db.versions()[1].1, db.root());
+    /// # Ok(()) }
+    /// ```
     pub fn versions(&self) -> Vec<(u64, Node)> {
         self.inner.versions.retained_roots()
     }
 
     /// Start a batch of reads and changes on the latest version.
+    ///
+    /// ```
+    /// # fn main() -> sprig::Result<()> {
+    /// let db = sprig::Db::open_in_memory(sprig::Options::default())?;
+    /// let mut batch = db.begin();
+    /// assert_eq!(batch.base_seq(), 0);
+    /// batch.put([1u8; 32], b"v".to_vec())?;
+    /// assert_eq!(db.len(), 0); // not applied until committed
+    /// db.commit(batch.finish()?)?;
+    /// assert_eq!(db.len(), 1);
+    /// # Ok(()) }
+    /// ```
     pub fn begin(&self) -> WriteBatch {
         let (head, pin) = self.inner.versions.pinned_head();
         WriteBatch::pinned(self.inner.clone(), head, pin)
     }
 
     /// Make a finished batch (an overlay) durable and the latest version, committing its
-    /// uncommitted ancestor overlays first. Fails with [`Error::Stale`] if another commit
-    /// happened since the batch began, and with an error naming the overlay if it was
-    /// discarded or superseded.
+    /// uncommitted ancestor overlays first. Fails if another commit happened since the batch
+    /// began (usually [`Error::Superseded`]: the database reached the batch's sequence number
+    /// first; [`Error::Stale`] if its base is otherwise not the latest version), and with an
+    /// error naming the overlay if it was discarded.
+    ///
+    /// ```
+    /// # fn main() -> sprig::Result<()> {
+    /// let db = sprig::Db::open_in_memory(sprig::Options::default())?;
+    /// let (mut a, mut b) = (db.begin(), db.begin()); // both on version 0
+    /// a.put([1u8; 32], b"a".to_vec())?;
+    /// b.put([2u8; 32], b"b".to_vec())?;
+    /// let (a, b) = (a.finish()?, b.finish()?);
+    /// let info = db.commit(a)?;
+    /// assert_eq!((info.seq, info.root), (1, db.root()));
+    /// let stale = db.commit(b); // its base is no longer the latest version
+    /// assert!(matches!(stale, Err(sprig::Error::Superseded { .. })));
+    /// # Ok(()) }
+    /// ```
     pub fn commit(&self, pending: Pending) -> Result<CommitInfo> {
         if !Arc::ptr_eq(&pending.inner, &self.inner) {
             return Err(Error::Foreign("the batch belongs to another database"));
@@ -413,6 +633,26 @@ impl Db {
     /// Run the cleaner now: copy the live data of sealed segments that are at most half live
     /// forward (a bounded amount per call), so their files can be deleted. Returns what it did,
     /// or `None` if no segment needed cleaning.
+    ///
+    /// ```
+    /// # fn main() -> sprig::Result<()> {
+    /// use sprig::{Db, Options};
+    /// let options = Options { segment_bytes: 1 << 20, auto_clean: false, ..Options::default() };
+    /// let db = Db::open_in_memory(Options { retained_versions: 1, ..options })?;
+    /// assert!(db.clean()?.is_none()); // nothing to clean yet
+    /// # let keys: Vec<_> = (0u32..6000).map(|i| db.key_path(&i.to_le_bytes())).collect();
+    /// # for round in 0..2 {
+    /// #     let mut batch = db.begin();
+    /// #     for k in keys.iter().filter(|k| round == 0 || k[0] % 4 != 3) {
+    /// #         batch.put(*k, vec![round; 500])?;
+    /// #     }
+    /// #     db.commit(batch.finish()?)?;
+    /// # }
+    /// // 6,000 keys written, then 3 pages in 4 rewritten: the old segments are 1/4 live
+    /// let info = db.clean()?.expect("segments at most half live");
+    /// assert!(info.pages_relocated > 0);
+    /// # Ok(()) }
+    /// ```
     pub fn clean(&self) -> Result<Option<CommitInfo>> {
         if !self.inner.has_cleaning_work() {
             return Ok(None);
@@ -425,39 +665,119 @@ impl Db {
 
     /// The default table's latest root: the state root of a database without other tables,
     /// bit-for-bit NOMT's.
+    ///
+    /// ```
+    /// # fn main() -> sprig::Result<()> {
+    /// let db = sprig::Db::open_in_memory(sprig::Options::default())?;
+    /// assert_eq!(db.root(), [0u8; 32]); // the empty trie
+    /// let mut batch = db.begin();
+    /// batch.put([1u8; 32], b"v".to_vec())?;
+    /// let info = db.commit(batch.finish()?)?;
+    /// assert_eq!(db.root(), info.root);
+    /// # Ok(()) }
+    /// ```
     pub fn root(&self) -> Node {
         self.inner.head().tables.default_dir().root_node()
     }
 
     /// The latest database root: the root of every table's root (see
     /// [`sprig_core::tables`]).
+    ///
+    /// ```
+    /// # fn main() -> sprig::Result<()> {
+    /// use sprig::{Db, Options, TableOptions};
+    /// let db = Db::open_in_memory(Options::default())?;
+    /// db.create_table("accounts", TableOptions::default())?;
+    /// let tables = db.tables(); // every table's name and root
+    /// let roots = tables.iter().map(|t| (t.table.name(), t.root));
+    /// assert_eq!(db.db_root(), sprig::core::database_root(db.hasher(), roots));
+    /// # Ok(()) }
+    /// ```
     pub fn db_root(&self) -> Node {
         self.inner.head().tables.db_root()
     }
 
     /// The latest commit's sequence number.
+    ///
+    /// ```
+    /// # fn main() -> sprig::Result<()> {
+    /// let db = sprig::Db::open_in_memory(sprig::Options::default())?;
+    /// assert_eq!(db.seq(), 0);
+    /// db.commit(db.begin().finish()?)?;
+    /// db.commit(db.begin().finish()?)?; // an empty batch is a commit too
+    /// assert_eq!(db.seq(), 2);
+    /// # Ok(()) }
+    /// ```
     pub fn seq(&self) -> u64 {
         self.inner.head().seq
     }
 
     /// The number of entries in the latest version's default table (O(1)).
+    ///
+    /// ```
+    /// # fn main() -> sprig::Result<()> {
+    /// let db = sprig::Db::open_in_memory(sprig::Options::default())?;
+    /// let mut batch = db.begin();
+    /// batch.put([1u8; 32], b"a".to_vec())?;
+    /// batch.put([2u8; 32], b"b".to_vec())?;
+    /// db.commit(batch.finish()?)?;
+    /// assert_eq!(db.len(), 2);
+    /// # Ok(()) }
+    /// ```
     pub fn len(&self) -> u64 {
         self.inner.head().tables.default_dir().len()
     }
 
     /// Whether the latest version holds no entry.
+    ///
+    /// ```
+    /// # fn main() -> sprig::Result<()> {
+    /// let db = sprig::Db::open_in_memory(sprig::Options::default())?;
+    /// assert!(db.is_empty());
+    /// let mut batch = db.begin();
+    /// batch.put([1u8; 32], b"a".to_vec())?;
+    /// db.commit(batch.finish()?)?;
+    /// assert!(!db.is_empty());
+    /// # Ok(()) }
+    /// ```
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
     /// Write a checkpoint now: of the oldest retained version, so that the next open replays
     /// only the commit records of the retained versions (and every one of them survives).
+    ///
+    /// ```
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use sprig::{Db, Options};
+    /// let dir = tempfile::tempdir()?;
+    /// let options = Options { retained_versions: 1, ..Options::default() };
+    /// let db = Db::open(dir.path(), options.clone())?;
+    /// db.commit(db.begin().finish()?)?;
+    /// db.checkpoint()?;
+    /// drop(db);
+    /// let db = Db::open(dir.path(), options)?;
+    /// assert_eq!((db.recovery().checkpoint_seq, db.recovery().records_replayed), (1, 0));
+    /// # Ok(()) }
+    /// ```
     pub fn checkpoint(&self) -> Result<()> {
         let mut w = self.inner.log.writer.lock();
         self.inner.checkpoint_locked(&mut w)
     }
 
     /// Counters and sizes.
+    ///
+    /// ```
+    /// # fn main() -> sprig::Result<()> {
+    /// let db = sprig::Db::open_in_memory(sprig::Options::default())?;
+    /// let mut batch = db.begin();
+    /// batch.put([1u8; 32], b"v".to_vec())?;
+    /// db.commit(batch.finish()?)?;
+    /// let stats = db.stats();
+    /// assert_eq!((stats.commits, stats.entries, stats.seq), (1, 1, 1));
+    /// assert!(stats.pages_written > 0);
+    /// # Ok(()) }
+    /// ```
     pub fn stats(&self) -> Stats {
         let mut s = self.inner.counters.snapshot();
         let head = self.inner.head();
@@ -493,6 +813,18 @@ impl Db {
     /// Create an empty table `name`, as a commit of its own (overlays built on the previous
     /// version become stale, as after any commit). Its resolver (see [`crate::resolve`]) must
     /// be a built-in or registered with this handle's options.
+    ///
+    /// ```
+    /// # fn main() -> sprig::Result<()> {
+    /// use sprig::{Db, Error, Options, TableOptions};
+    /// let db = Db::open_in_memory(Options::default())?;
+    /// let accounts = db.create_table("accounts", TableOptions::default())?;
+    /// assert_eq!(db.seq(), 1); // a commit of its own
+    /// assert_eq!(db.table("accounts")?, accounts);
+    /// let again = db.create_table("accounts", TableOptions::default());
+    /// assert!(matches!(again, Err(Error::TableExists(_))));
+    /// # Ok(()) }
+    /// ```
     pub fn create_table(&self, name: &str, options: TableOptions) -> Result<Table> {
         let (_, id) = self.inner.change_catalog(CatalogChange::Create {
             name: name.to_string(),
@@ -507,6 +839,18 @@ impl Db {
     /// Drop table `name` and its entries, as a commit of its own. Its space is reclaimed once
     /// no retained version holds it; rolling back to a version before the drop brings it
     /// back. The default table cannot be dropped.
+    ///
+    /// ```
+    /// # fn main() -> sprig::Result<()> {
+    /// use sprig::{Db, Error, Options, TableOptions};
+    /// let db = Db::open_in_memory(Options::default())?;
+    /// db.create_table("scratch", TableOptions::default())?;
+    /// let info = db.drop_table("scratch")?;
+    /// assert_eq!(info.seq, 2);
+    /// assert!(matches!(db.table("scratch"), Err(Error::NoSuchTable(_))));
+    /// assert!(matches!(db.drop_table("default"), Err(Error::DefaultTable)));
+    /// # Ok(()) }
+    /// ```
     pub fn drop_table(&self, name: &str) -> Result<CommitInfo> {
         self.inner
             .change_catalog(CatalogChange::Drop {
@@ -516,11 +860,32 @@ impl Db {
     }
 
     /// The table named `name` in the latest version.
+    ///
+    /// ```
+    /// # fn main() -> sprig::Result<()> {
+    /// use sprig::{Db, Error, Options, Table};
+    /// let db = Db::open_in_memory(Options::default())?;
+    /// assert_eq!(db.table("default")?, Table::default_table());
+    /// assert!(matches!(db.table("nope"), Err(Error::NoSuchTable(_))));
+    /// # Ok(()) }
+    /// ```
     pub fn table(&self, name: &str) -> Result<Table> {
         Table::named(&self.inner.head().tables, name)
     }
 
     /// Every table of the latest version, the default table first.
+    ///
+    /// ```
+    /// # fn main() -> sprig::Result<()> {
+    /// use sprig::{Db, Options, TableOptions};
+    /// let db = Db::open_in_memory(Options::default())?;
+    /// db.create_table("balances", TableOptions::resolver("add-u64"))?;
+    /// let tables = db.tables();
+    /// let names: Vec<&str> = tables.iter().map(|t| t.table.name()).collect();
+    /// assert_eq!(names, ["default", "balances"]);
+    /// assert_eq!(tables[1].resolver.as_deref(), Some("add-u64"));
+    /// # Ok(()) }
+    /// ```
     pub fn tables(&self) -> Vec<TableInfo> {
         table_infos(&self.inner.head().tables)
     }
@@ -531,6 +896,16 @@ impl Db {
     /// Fill an empty database from `items` (any order; a repeated key keeps its last value),
     /// much faster than commits. The result is durable and visible only when this returns;
     /// a crash before leaves the database empty.
+    ///
+    /// ```
+    /// # fn main() -> sprig::Result<()> {
+    /// let db = sprig::Db::open_in_memory(sprig::Options::default())?;
+    /// let items = (0u32..1000).map(|i| (db.key_path(&i.to_le_bytes()), i.to_le_bytes().to_vec()));
+    /// let report = db.bulk_load(items, &mut |_progress| {})?;
+    /// assert_eq!((report.entries, db.len(), db.seq()), (1000, 1000, 1));
+    /// assert_eq!(report.root, db.root());
+    /// # Ok(()) }
+    /// ```
     pub fn bulk_load<I>(
         &self,
         items: I,
@@ -546,6 +921,19 @@ impl Db {
     /// [`Db::bulk_load`] from a source that can fail (a file being parsed, say): the first
     /// error stops the load before anything is published, leaves the database empty and
     /// usable, and is returned.
+    ///
+    /// ```
+    /// # fn main() -> sprig::Result<()> {
+    /// use sprig::{Db, Error, Options};
+    /// let db = Db::open_in_memory(Options::default())?;
+    /// let garbled = Error::InvalidArgument("line 2 is garbled".into());
+    /// let bad = vec![Ok(([1u8; 32], b"a".to_vec())), Err(garbled)];
+    /// assert!(db.try_bulk_load(bad, &mut |_| {}).is_err());
+    /// assert!(db.is_empty()); // nothing published, and the database is still usable
+    /// let good = vec![Ok(([1u8; 32], b"a".to_vec()))];
+    /// assert_eq!(db.try_bulk_load(good, &mut |_| {})?.entries, 1);
+    /// # Ok(()) }
+    /// ```
     pub fn try_bulk_load<I>(
         &self,
         items: I,
@@ -559,6 +947,19 @@ impl Db {
 
     /// [`Db::try_bulk_load`] with options: the input buffer, and the number of items the
     /// source must hold.
+    ///
+    /// ```
+    /// # fn main() -> sprig::Result<()> {
+    /// use sprig::{BulkOptions, Db, Error, Options};
+    /// let db = Db::open_in_memory(Options::default())?;
+    /// let items = || (1u8..=2).map(|i| Ok(([i; 32], vec![i])));
+    /// let three = BulkOptions { expected_items: Some(3), ..BulkOptions::default() };
+    /// let short = db.bulk_load_with(items(), &three, &mut |_| {});
+    /// assert!(matches!(short, Err(Error::CountMismatch { expected: 3, received: 2 })));
+    /// let two = BulkOptions { expected_items: Some(2), ..BulkOptions::default() };
+    /// assert_eq!(db.bulk_load_with(items(), &two, &mut |_| {})?.entries, 2);
+    /// # Ok(()) }
+    /// ```
     pub fn bulk_load_with<I>(
         &self,
         items: I,
@@ -588,6 +989,22 @@ impl Db {
     /// previous version become stale.
     ///
     /// [`WriteBatch`]: crate::WriteBatch
+    ///
+    /// ```
+    /// # fn main() -> sprig::Result<()> {
+    /// use sprig::{Db, Error, ImportOptions, Options};
+    /// let db = Db::open_in_memory(Options::default())?;
+    /// let (a, b) = ([1u8; 32], [2u8; 32]);
+    /// let changes = vec![Ok((a, Some(b"x".to_vec()))), Ok((b, Some(b"y".to_vec())))];
+    /// let info = db.import_sorted(changes, &ImportOptions::default())?;
+    /// assert_eq!((info.seq, db.len()), (1, 2));
+    /// db.import_sorted(vec![Ok((a, None))], &ImportOptions::default())?; // a deletion
+    /// assert_eq!(db.view().get(&a)?, None);
+    /// let unsorted = vec![Ok((b, None)), Ok((a, None))];
+    /// let refused = db.import_sorted(unsorted, &ImportOptions::default());
+    /// assert!(matches!(refused, Err(Error::InvalidArgument(_))));
+    /// # Ok(()) }
+    /// ```
     pub fn import_sorted<I>(&self, changes: I, options: &ImportOptions) -> Result<CommitInfo>
     where
         I: IntoIterator<Item = Result<(KeyPath, Option<Vec<u8>>)>>,
@@ -596,6 +1013,18 @@ impl Db {
     }
 
     /// [`Db::import_sorted`] into `table`.
+    ///
+    /// ```
+    /// # fn main() -> sprig::Result<()> {
+    /// use sprig::{Db, ImportOptions, Options, TableOptions};
+    /// let db = Db::open_in_memory(Options::default())?;
+    /// let utxo = db.create_table("utxo", TableOptions::default())?;
+    /// let changes = (1u8..=3).map(|i| Ok(([i; 32], Some(vec![i]))));
+    /// db.import_sorted_into(&utxo, changes, &ImportOptions::default())?;
+    /// assert_eq!(db.view().len_in(&utxo)?, 3);
+    /// assert!(db.is_empty()); // the default table is untouched
+    /// # Ok(()) }
+    /// ```
     pub fn import_sorted_into<I>(
         &self,
         table: &Table,
@@ -615,6 +1044,21 @@ impl Db {
     /// Make the retained version `seq` the latest again, durably, as a new commit. Fails if
     /// `seq` is not retained (see `Options::retained_versions`). Rolling back to the latest
     /// version does nothing.
+    ///
+    /// ```
+    /// # fn main() -> sprig::Result<()> {
+    /// let db = sprig::Db::open_in_memory(sprig::Options::default())?;
+    /// for value in ["one", "two"] {
+    ///     let mut batch = db.begin();
+    ///     batch.put([1u8; 32], value)?;
+    ///     db.commit(batch.finish()?)?;
+    /// }
+    /// let info = db.rollback_to(1)?;
+    /// assert_eq!(info.seq, 3); // a new commit, with version 1's state
+    /// assert_eq!(db.view().get(&[1u8; 32])?, Some(b"one".to_vec()));
+    /// assert!(matches!(db.rollback_to(9), Err(sprig::Error::NotRetained { .. })));
+    /// # Ok(()) }
+    /// ```
     pub fn rollback_to(&self, seq: u64) -> Result<CommitInfo> {
         let _span = tracing::info_span!(target: "sprig", "sprig.rollback", seq).entered();
         self.inner.rollback_to(seq)

@@ -60,6 +60,18 @@ impl Db {
     /// A commit pipeline in which at most `depth` finished batches wait for the committer
     /// (at least 1): [`Pipeline::submit`] blocks while that many wait, which bounds the
     /// memory uncommitted overlays hold.
+    ///
+    /// ```
+    /// # fn main() -> sprig::Result<()> {
+    /// let db = sprig::Db::open_in_memory(sprig::Options::default())?;
+    /// let mut pipeline = db.pipeline(4); // up to 4 finished batches wait for their commit
+    /// let mut batch = pipeline.begin()?;
+    /// batch.put([1u8; 32], "v")?;
+    /// pipeline.submit(batch.finish()?)?;
+    /// pipeline.flush()?;
+    /// assert_eq!(db.len(), 1);
+    /// # Ok(()) }
+    /// ```
     pub fn pipeline(&self, depth: usize) -> Pipeline {
         Pipeline {
             db: self.clone(),
@@ -75,6 +87,19 @@ impl Db {
 impl Pipeline {
     /// Start a batch on the latest submitted batch (durable or not), or on the database's
     /// latest version when none is pending.
+    ///
+    /// ```
+    /// # fn main() -> sprig::Result<()> {
+    /// let db = sprig::Db::open_in_memory(sprig::Options::default())?;
+    /// let mut pipeline = db.pipeline(2);
+    /// let mut batch = pipeline.begin()?;
+    /// batch.put([1u8; 32], "block 1")?;
+    /// pipeline.submit(batch.finish()?)?;
+    /// let mut next = pipeline.begin()?; // on block 1, durable or not
+    /// assert_eq!(next.base_seq(), 1);
+    /// assert_eq!(next.get(&[1u8; 32])?, Some(b"block 1".to_vec()));
+    /// # Ok(()) }
+    /// ```
     pub fn begin(&self) -> Result<WriteBatch> {
         match &self.tip {
             Some(tip) if !tip.is_committed() => tip.begin(),
@@ -85,6 +110,18 @@ impl Pipeline {
     /// Queue a finished batch for its commit. It must have begun on this pipeline's tip
     /// ([`Pipeline::begin`]); it becomes the new tip at once. Blocks while `depth` batches
     /// wait; fails with the committer's error if an earlier commit failed.
+    ///
+    /// ```
+    /// # fn main() -> sprig::Result<()> {
+    /// let db = sprig::Db::open_in_memory(sprig::Options::default())?;
+    /// let mut pipeline = db.pipeline(2);
+    /// let stray = db.begin().finish()?; // on version 0
+    /// pipeline.submit(pipeline.begin()?.finish()?)?; // block 1
+    /// let refused = pipeline.submit(stray); // not on the tip, block 1
+    /// assert!(matches!(refused, Err(sprig::Error::InvalidArgument(_))));
+    /// assert_eq!(pipeline.flush()?.map(|info| info.seq), Some(1));
+    /// # Ok(()) }
+    /// ```
     pub fn submit(&mut self, pending: Pending) -> Result<()> {
         self.check_failed()?;
         if let Some(tip) = &self.tip {
@@ -109,17 +146,53 @@ impl Pipeline {
     }
 
     /// The latest submitted batch, if it is not durable yet or was the last one submitted.
+    ///
+    /// ```
+    /// # fn main() -> sprig::Result<()> {
+    /// let db = sprig::Db::open_in_memory(sprig::Options::default())?;
+    /// let mut pipeline = db.pipeline(2);
+    /// assert!(pipeline.tip().is_none());
+    /// let pending = pipeline.begin()?.finish()?;
+    /// let root = pending.root();
+    /// pipeline.submit(pending)?;
+    /// assert_eq!(pipeline.tip().map(|tip| (tip.seq(), tip.root())), Some((1, root)));
+    /// # Ok(()) }
+    /// ```
     pub fn tip(&self) -> Option<&Pending> {
         self.tip.as_ref()
     }
 
     /// The pipeline's latest durable commit, if any.
+    ///
+    /// ```
+    /// # fn main() -> sprig::Result<()> {
+    /// let db = sprig::Db::open_in_memory(sprig::Options::default())?;
+    /// let mut pipeline = db.pipeline(2);
+    /// assert!(pipeline.last_durable().is_none());
+    /// pipeline.submit(pipeline.begin()?.finish()?)?;
+    /// pipeline.flush()?;
+    /// assert_eq!(pipeline.last_durable().map(|info| info.seq), Some(1));
+    /// # Ok(()) }
+    /// ```
     pub fn last_durable(&self) -> Option<CommitInfo> {
         self.progress().last.clone()
     }
 
     /// Wait until the commit of sequence number `seq` is durable (or a later one), and return
     /// the latest durable commit; fails with the committer's error if it stopped before.
+    ///
+    /// ```
+    /// # fn main() -> sprig::Result<()> {
+    /// let db = sprig::Db::open_in_memory(sprig::Options::default())?;
+    /// let mut pipeline = db.pipeline(2);
+    /// for _ in 0..3 {
+    ///     pipeline.submit(pipeline.begin()?.finish()?)?;
+    /// }
+    /// let durable = pipeline.wait_durable(2)?; // block 2 or later
+    /// assert!(durable.seq >= 2 && db.seq() >= 2);
+    /// assert!(pipeline.wait_durable(9).is_err()); // never submitted
+    /// # Ok(()) }
+    /// ```
     pub fn wait_durable(&mut self, seq: u64) -> Result<CommitInfo> {
         let shared = self.shared.clone();
         let (lock, ready) = &*shared;
@@ -144,6 +217,18 @@ impl Pipeline {
     /// Wait until every submitted batch is durable; return the last commit (`None` if none
     /// was submitted) or the error that stopped the committer. The pipeline can be used again
     /// afterwards.
+    ///
+    /// ```
+    /// # fn main() -> sprig::Result<()> {
+    /// let db = sprig::Db::open_in_memory(sprig::Options::default())?;
+    /// let mut pipeline = db.pipeline(2);
+    /// assert_eq!(pipeline.flush()?, None); // nothing submitted
+    /// pipeline.submit(pipeline.begin()?.finish()?)?;
+    /// pipeline.submit(pipeline.begin()?.finish()?)?;
+    /// let last = pipeline.flush()?.expect("two commits");
+    /// assert_eq!((last.seq, db.seq()), (2, 2));
+    /// # Ok(()) }
+    /// ```
     pub fn flush(&mut self) -> Result<Option<CommitInfo>> {
         self.stop()?;
         Ok(self.last_durable())

@@ -76,22 +76,83 @@ fn inclusive(range: &impl RangeBounds<KeyPath>) -> Option<(KeyPath, KeyPath)> {
 
 impl ReadView {
     /// Every entry of the default table, in key-path order.
+    ///
+    /// ```
+    /// # fn main() -> sprig::Result<()> {
+    /// # let db = sprig::Db::open_in_memory(sprig::Options::default())?;
+    /// # let mut batch = db.begin();
+    /// # for i in 1u8..=3 {
+    /// #     batch.put([i; 32], vec![i])?;
+    /// # }
+    /// # db.commit(batch.finish()?)?;
+    /// // The database holds the keys [1; 32], [2; 32] and [3; 32].
+    /// let keys = db.view().iter().map(|entry| entry.map(|(key, _)| key));
+    /// assert_eq!(keys.collect::<sprig::Result<Vec<_>>>()?, [[1u8; 32], [2u8; 32], [3u8; 32]]);
+    /// # Ok(()) }
+    /// ```
     pub fn iter(&self) -> Cursor {
         self.range(..)
     }
 
     /// Every entry of `table`, in key-path order.
+    ///
+    /// ```
+    /// # fn main() -> sprig::Result<()> {
+    /// use sprig::{Db, Options, TableOptions};
+    /// let db = Db::open_in_memory(Options::default())?;
+    /// let blocks = db.create_table("blocks", TableOptions::default())?;
+    /// let mut batch = db.begin();
+    /// for i in 1u8..=3 {
+    ///     batch.put_in(&blocks, [i; 32], vec![i])?;
+    /// }
+    /// db.commit(batch.finish()?)?;
+    /// let entries = db.view().iter_in(&blocks).collect::<sprig::Result<Vec<_>>>()?;
+    /// assert_eq!(entries.len(), 3);
+    /// assert_eq!(entries[0], ([1u8; 32], vec![1u8]));
+    /// # Ok(()) }
+    /// ```
     pub fn iter_in(&self, table: &Table) -> Cursor {
         self.range_in(table, ..)
     }
 
     /// The entries of the default table with keys in `range`, in key-path order.
+    ///
+    /// ```
+    /// # fn main() -> sprig::Result<()> {
+    /// # let db = sprig::Db::open_in_memory(sprig::Options::default())?;
+    /// # let mut batch = db.begin();
+    /// # for i in 1u8..=3 {
+    /// #     batch.put([i; 32], vec![i])?;
+    /// # }
+    /// # db.commit(batch.finish()?)?;
+    /// // The database holds the keys [1; 32], [2; 32] and [3; 32].
+    /// let view = db.view();
+    /// let from_2 = view.range([2u8; 32]..).collect::<sprig::Result<Vec<_>>>()?;
+    /// assert_eq!(from_2, [([2u8; 32], vec![2u8]), ([3u8; 32], vec![3u8])]);
+    /// assert_eq!(view.range(..[2u8; 32]).count(), 1); // the end is excluded
+    /// # Ok(()) }
+    /// ```
     pub fn range(&self, range: impl RangeBounds<KeyPath>) -> Cursor {
         self.range_in(&Table::default_table(), range)
     }
 
     /// The entries of `table` with keys in `range`, in key-path order. A table this view does
     /// not hold yields [`crate::Error::NoSuchTable`].
+    ///
+    /// ```
+    /// # fn main() -> sprig::Result<()> {
+    /// use sprig::{Db, Error, Options, TableOptions};
+    /// let db = Db::open_in_memory(Options::default())?;
+    /// let before = db.view();
+    /// let blocks = db.create_table("blocks", TableOptions::default())?;
+    /// let mut batch = db.begin();
+    /// batch.put_in(&blocks, [5u8; 32], "block 5")?;
+    /// db.commit(batch.finish()?)?;
+    /// assert_eq!(db.view().range_in(&blocks, [4u8; 32]..=[5u8; 32]).count(), 1);
+    /// let mut missing = before.range_in(&blocks, ..); // a view from before the table
+    /// assert!(matches!(missing.next(), Some(Err(Error::NoSuchTable(_)))));
+    /// # Ok(()) }
+    /// ```
     pub fn range_in(&self, table: &Table, range: impl RangeBounds<KeyPath>) -> Cursor {
         Cursor::new(
             self.clone(),
@@ -137,6 +198,22 @@ impl Cursor {
     }
 
     /// The same range in descending key order, from its last key.
+    ///
+    /// ```
+    /// # fn main() -> sprig::Result<()> {
+    /// # let db = sprig::Db::open_in_memory(sprig::Options::default())?;
+    /// # let mut batch = db.begin();
+    /// # for i in 1u8..=3 {
+    /// #     batch.put([i; 32], vec![i])?;
+    /// # }
+    /// # db.commit(batch.finish()?)?;
+    /// // The database holds the keys [1; 32], [2; 32] and [3; 32].
+    /// let mut cursor = db.view().range(..=[2u8; 32]).reverse();
+    /// assert_eq!(cursor.next().transpose()?, Some(([2u8; 32], vec![2u8]))); // from the last key
+    /// assert_eq!(cursor.next().transpose()?, Some(([1u8; 32], vec![1u8])));
+    /// assert!(cursor.next().is_none());
+    /// # Ok(()) }
+    /// ```
     pub fn reverse(mut self) -> Cursor {
         self.reverse = !self.reverse;
         self.restart();
@@ -144,12 +221,40 @@ impl Cursor {
     }
 
     /// Whether the cursor runs in descending key order.
+    ///
+    /// ```
+    /// # fn main() -> sprig::Result<()> {
+    /// let db = sprig::Db::open_in_memory(sprig::Options::default())?;
+    /// let cursor = db.view().iter();
+    /// assert!(!cursor.is_reverse());
+    /// assert!(cursor.reverse().is_reverse());
+    /// # Ok(()) }
+    /// ```
     pub fn is_reverse(&self) -> bool {
         self.reverse
     }
 
     /// Position the cursor at `key`: the next entry is the first with a key at or after it
     /// (reverse: at or before it), within the range.
+    ///
+    /// ```
+    /// # fn main() -> sprig::Result<()> {
+    /// # let db = sprig::Db::open_in_memory(sprig::Options::default())?;
+    /// # let mut batch = db.begin();
+    /// # for i in 1u8..=3 {
+    /// #     batch.put([i; 32], vec![i])?;
+    /// # }
+    /// # db.commit(batch.finish()?)?;
+    /// // The database holds the keys [1; 32], [2; 32] and [3; 32].
+    /// let mut cursor = db.view().iter();
+    /// cursor.seek(&[2u8; 32]);
+    /// assert_eq!(cursor.next().transpose()?.map(|(key, _)| key), Some([2u8; 32]));
+    /// let mut reverse = db.view().iter().reverse();
+    /// reverse.seek(&[2u8; 32]);
+    /// assert_eq!(reverse.next().transpose()?.map(|(key, _)| key), Some([2u8; 32]));
+    /// assert_eq!(reverse.next().transpose()?.map(|(key, _)| key), Some([1u8; 32]));
+    /// # Ok(()) }
+    /// ```
     pub fn seek(&mut self, key: &KeyPath) {
         self.restart();
         if let (Some(next), Some((lo, hi))) = (self.next.as_mut(), self.bounds) {
@@ -166,6 +271,22 @@ impl Cursor {
     }
 
     /// Up to `n` entries (fewer only at the end of the range).
+    ///
+    /// ```
+    /// # fn main() -> sprig::Result<()> {
+    /// # let db = sprig::Db::open_in_memory(sprig::Options::default())?;
+    /// # let mut batch = db.begin();
+    /// # for i in 1u8..=3 {
+    /// #     batch.put([i; 32], vec![i])?;
+    /// # }
+    /// # db.commit(batch.finish()?)?;
+    /// // The database holds the keys [1; 32], [2; 32] and [3; 32].
+    /// let mut cursor = db.view().iter();
+    /// assert_eq!(cursor.next_n(2)?.len(), 2);
+    /// assert_eq!(cursor.next_n(2)?, [([3u8; 32], vec![3u8])]); // fewer: the end of the range
+    /// assert!(cursor.next_n(2)?.is_empty());
+    /// # Ok(()) }
+    /// ```
     pub fn next_n(&mut self, n: usize) -> Result<Vec<(KeyPath, Vec<u8>)>> {
         let mut out = Vec::with_capacity(n.min(4096));
         while out.len() < n {
@@ -179,6 +300,23 @@ impl Cursor {
 
     /// The key of the entry the cursor yields next, without reading its value (reading its
     /// page if need be); `None` at the end of the range.
+    ///
+    /// ```
+    /// # fn main() -> sprig::Result<()> {
+    /// # let db = sprig::Db::open_in_memory(sprig::Options::default())?;
+    /// # let mut batch = db.begin();
+    /// # for i in 1u8..=3 {
+    /// #     batch.put([i; 32], vec![i])?;
+    /// # }
+    /// # db.commit(batch.finish()?)?;
+    /// // The database holds the keys [1; 32], [2; 32] and [3; 32].
+    /// let mut cursor = db.view().iter();
+    /// assert_eq!(cursor.peek_key()?, Some([1u8; 32]));
+    /// assert_eq!(cursor.next().transpose()?.map(|(key, _)| key), Some([1u8; 32]));
+    /// cursor.seek(&[4u8; 32]);
+    /// assert_eq!(cursor.peek_key()?, None); // the end of the range
+    /// # Ok(()) }
+    /// ```
     pub fn peek_key(&mut self) -> Result<Option<KeyPath>> {
         if self.failed {
             return Ok(None);
@@ -194,11 +332,40 @@ impl Cursor {
     /// The key to continue from: a cursor on the same version over the range from this key
     /// on (reverse: up to and including it) yields exactly what this one has not yielded yet.
     /// `None` once every entry of the range was yielded.
+    ///
+    /// ```
+    /// # fn main() -> sprig::Result<()> {
+    /// # let db = sprig::Db::open_in_memory(sprig::Options::default())?;
+    /// # let mut batch = db.begin();
+    /// # for i in 1u8..=3 {
+    /// #     batch.put([i; 32], vec![i])?;
+    /// # }
+    /// # db.commit(batch.finish()?)?;
+    /// // The database holds the keys [1; 32], [2; 32] and [3; 32].
+    /// let view = db.view();
+    /// let mut cursor = view.iter();
+    /// cursor.next_n(2)?; // a page of results handed out; the rest later
+    /// let resume = cursor.resume_from().expect("one entry left");
+    /// let rest = view.range(resume..).collect::<sprig::Result<Vec<_>>>()?;
+    /// assert_eq!(rest, [([3u8; 32], vec![3u8])]);
+    /// cursor.next_n(10)?;
+    /// assert_eq!(cursor.resume_from(), None);
+    /// # Ok(()) }
+    /// ```
     pub fn resume_from(&self) -> Option<KeyPath> {
         self.resume
     }
 
     /// The view the cursor reads.
+    ///
+    /// ```
+    /// # fn main() -> sprig::Result<()> {
+    /// let db = sprig::Db::open_in_memory(sprig::Options::default())?;
+    /// let cursor = db.view().iter(); // the cursor keeps the version readable
+    /// db.commit(db.begin().finish()?)?;
+    /// assert_eq!((cursor.view().seq(), db.seq()), (0, 1));
+    /// # Ok(()) }
+    /// ```
     pub fn view(&self) -> &ReadView {
         &self.view
     }

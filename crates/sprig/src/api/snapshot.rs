@@ -14,6 +14,17 @@ use sprig_core::trie::Node;
 use std::sync::Arc;
 
 /// A named snapshot, as listed by [`Db::snapshots`].
+///
+/// ```
+/// # fn main() -> sprig::Result<()> {
+/// let db = sprig::Db::open_in_memory(sprig::Options::default())?;
+/// db.commit(db.begin().finish()?)?;
+/// let info = db.save_snapshot("block-1")?;
+/// assert_eq!((info.name.as_str(), info.seq, info.db_root), ("block-1", 1, db.db_root()));
+/// assert!(info.damaged.is_none());
+/// assert_eq!(db.snapshots(), [info]);
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SnapshotInfo {
     /// Its name.
@@ -100,6 +111,18 @@ impl Db {
     }
 
     /// Every named snapshot, by name.
+    ///
+    /// ```
+    /// # fn main() -> sprig::Result<()> {
+    /// let db = sprig::Db::open_in_memory(sprig::Options::default())?;
+    /// db.save_snapshot("b")?;
+    /// db.commit(db.begin().finish()?)?;
+    /// db.save_snapshot("a")?;
+    /// let names: Vec<String> = db.snapshots().into_iter().map(|s| s.name).collect();
+    /// assert_eq!(names, ["a", "b"]); // by name
+    /// assert_eq!(db.snapshots()[1].seq, 0);
+    /// # Ok(()) }
+    /// ```
     pub fn snapshots(&self) -> Vec<SnapshotInfo> {
         let w = self.inner.log.writer.lock();
         let mut out: Vec<SnapshotInfo> = w.snapshots.values().map(SnapshotInfo::from).collect();
@@ -116,6 +139,19 @@ impl Db {
 
     /// Delete snapshot `name` (a damaged one too), durably; the segments only it kept become
     /// free for the cleaner. Views opened on it stay readable until dropped.
+    ///
+    /// ```
+    /// # fn main() -> sprig::Result<()> {
+    /// use sprig::{Db, Error, Options};
+    /// let db = Db::open_in_memory(Options::default())?;
+    /// db.save_snapshot("old")?;
+    /// let view = db.open_snapshot("old")?;
+    /// db.delete_snapshot("old")?;
+    /// assert!(db.snapshots().is_empty());
+    /// assert!(view.is_empty()); // a view opened before stays readable
+    /// assert!(matches!(db.delete_snapshot("old"), Err(Error::NoSuchSnapshot(_))));
+    /// # Ok(()) }
+    /// ```
     pub fn delete_snapshot(&self, name: &str) -> Result<()> {
         check_snapshot_name(name)?;
         let inner = &self.inner;
@@ -135,6 +171,21 @@ impl Db {
     /// snapshot's roots, and [`ReadView::check`] to read and verify every page. Opening reads
     /// and checks the whole snapshot file (checksums, every directory against its root, the
     /// database root against the header): damage is [`Error::Corruption`].
+    ///
+    /// ```
+    /// # fn main() -> sprig::Result<()> {
+    /// use sprig::{Db, Error, Options};
+    /// let db = Db::open_in_memory(Options::default())?;
+    /// db.save_snapshot("genesis")?;
+    /// let mut batch = db.begin();
+    /// batch.put([1u8; 32], "v")?;
+    /// db.commit(batch.finish()?)?;
+    /// let genesis = db.open_snapshot("genesis")?;
+    /// assert_eq!((genesis.seq(), genesis.get(&[1u8; 32])?), (0, None));
+    /// assert!(genesis.check(&mut |_, _| {})?.is_clean());
+    /// assert!(matches!(db.open_snapshot("nope"), Err(Error::NoSuchSnapshot(_))));
+    /// # Ok(()) }
+    /// ```
     pub fn open_snapshot(&self, name: &str) -> Result<ReadView> {
         check_snapshot_name(name)?;
         let inner = &self.inner;
@@ -190,6 +241,19 @@ impl Db {
     /// Make snapshot `name` the latest version again, durably, as a new commit (like
     /// [`Db::rollback_to`], for any snapshot however old): every table as it was, tables
     /// created since dropped, tables dropped since back. Copies no data. The snapshot stays.
+    ///
+    /// ```
+    /// # fn main() -> sprig::Result<()> {
+    /// use sprig::{Db, Options, TableOptions};
+    /// let db = Db::open_in_memory(Options::default())?;
+    /// db.save_snapshot("before")?;
+    /// db.create_table("blocks", TableOptions::default())?;
+    /// let info = db.restore_snapshot("before")?;
+    /// assert_eq!(info.seq, 2); // a new commit
+    /// assert_eq!(db.tables().len(), 1); // the table created since is gone
+    /// assert_eq!(db.snapshots().len(), 1); // the snapshot stays
+    /// # Ok(()) }
+    /// ```
     pub fn restore_snapshot(&self, name: &str) -> Result<CommitInfo> {
         let _span = tracing::info_span!(target: "sprig", "sprig.snapshot.restore", name).entered();
         let view = self.open_snapshot(name)?;

@@ -19,6 +19,23 @@ impl ReadView {
     /// last key), at most `max_entries` of them, and the range proof against the table's root.
     /// When the range holds more, the chunk ends at the first key it leaves out, which is
     /// where the next chunk starts.
+    ///
+    /// ```
+    /// # fn main() -> sprig::Result<()> {
+    /// use sprig::{Db, Options, Table};
+    /// let db = Db::open_in_memory(Options::default())?;
+    /// let mut batch = db.begin();
+    /// for i in 1u8..=10 {
+    ///     batch.put([i; 32], vec![i])?;
+    /// }
+    /// db.commit(batch.finish()?)?;
+    /// let view = db.view();
+    /// let chunk = view.export_range(&Table::default_table(), [0u8; 32], None, 4)?;
+    /// assert_eq!(chunk.entries.len(), 4);
+    /// assert_eq!(chunk.end, Some([5u8; 32])); // where the next chunk starts
+    /// chunk.verify(db.hasher(), &view.root())?; // what the receiving node checks
+    /// # Ok(()) }
+    /// ```
     pub fn export_range(
         &self,
         table: &Table,
@@ -67,6 +84,28 @@ impl Db {
     /// ([`SyncVerifier`]) before its entries go further. A chunk that fails, a source error, or
     /// chunks that stop before the last key fail the import with nothing published (a rejected
     /// chunk is [`Error::Proof`]). Memory is bounded as in [`Db::import_sorted`].
+    ///
+    /// ```
+    /// # fn main() -> sprig::Result<()> {
+    /// use sprig::{Db, ImportOptions, Options, Table};
+    /// let source = Db::open_in_memory(Options::default())?;
+    /// # let mut batch = source.begin();
+    /// # for i in 1u8..=10 {
+    /// #     batch.put([i; 32], vec![i])?;
+    /// # }
+    /// # source.commit(batch.finish()?)?;
+    /// let (view, table) = (source.view(), Table::default_table());
+    /// let trusted_root = view.root(); // from a block header, say
+    /// let mut chunks = vec![view.export_range(&table, [0u8; 32], None, 4)?];
+    /// while let Some(next) = chunks.last().and_then(|chunk| chunk.end) {
+    ///     chunks.push(view.export_range(&table, next, None, 4)?);
+    /// }
+    /// let fresh = Db::open_in_memory(Options::default())?;
+    /// let chunks = chunks.into_iter().map(Ok);
+    /// fresh.import_chunks(&table, trusted_root, chunks, &ImportOptions::default())?;
+    /// assert_eq!((fresh.root(), fresh.len()), (trusted_root, 10));
+    /// # Ok(()) }
+    /// ```
     pub fn import_chunks<I>(
         &self,
         table: &Table,

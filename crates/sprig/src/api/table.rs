@@ -35,6 +35,19 @@ pub struct Table {
 
 impl Table {
     /// The default table, which every database has.
+    ///
+    /// ```
+    /// # fn main() -> sprig::Result<()> {
+    /// use sprig::{Db, Options, Table};
+    /// let db = Db::open_in_memory(Options::default())?;
+    /// let default = Table::default_table();
+    /// assert_eq!((default.name(), default.id()), ("default", 0));
+    /// let mut batch = db.begin();
+    /// batch.put_in(&default, [1u8; 32], "v")?; // the same as `batch.put`
+    /// db.commit(batch.finish()?)?;
+    /// assert_eq!(db.view().get(&[1u8; 32])?, Some(b"v".to_vec()));
+    /// # Ok(()) }
+    /// ```
     pub fn default_table() -> Table {
         Table {
             id: DEFAULT_TABLE_ID,
@@ -43,11 +56,32 @@ impl Table {
     }
 
     /// The table's name.
+    ///
+    /// ```
+    /// # fn main() -> sprig::Result<()> {
+    /// use sprig::{Db, Options, TableOptions};
+    /// let db = Db::open_in_memory(Options::default())?;
+    /// let blocks = db.create_table("blocks", TableOptions::default())?;
+    /// assert_eq!(blocks.name(), "blocks");
+    /// # Ok(()) }
+    /// ```
     pub fn name(&self) -> &str {
         &self.name
     }
 
     /// The table's number (unique for the life of the database; 0 is the default table).
+    ///
+    /// ```
+    /// # fn main() -> sprig::Result<()> {
+    /// use sprig::{Db, Options, TableOptions};
+    /// let db = Db::open_in_memory(Options::default())?;
+    /// let first = db.create_table("t", TableOptions::default())?;
+    /// db.drop_table("t")?;
+    /// let second = db.create_table("t", TableOptions::default())?;
+    /// assert_ne!(first.id(), second.id()); // the same name, another table
+    /// assert_ne!(first, second);
+    /// # Ok(()) }
+    /// ```
     pub fn id(&self) -> u32 {
         self.id
     }
@@ -90,6 +124,20 @@ impl Table {
 }
 
 /// How a table is created.
+///
+/// ```
+/// # fn main() -> sprig::Result<()> {
+/// use sprig::{Db, Error, Options, TableOptions};
+/// let db = Db::open_in_memory(Options::default())?;
+/// let plain = db.create_table("plain", TableOptions::default())?; // no resolver
+/// let highest = db.create_table("highest", TableOptions { resolver: Some("max".into()) })?;
+/// let mut batch = db.begin();
+/// assert!(matches!(batch.upsert_in(&plain, [1u8; 32], "v"), Err(Error::NoResolver(_))));
+/// batch.upsert_in(&highest, [1u8; 32], "b")?;
+/// batch.upsert_in(&highest, [1u8; 32], "a")?;
+/// assert_eq!(batch.get_in(&highest, &[1u8; 32])?, Some(b"b".to_vec()));
+/// # Ok(()) }
+/// ```
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct TableOptions {
     /// The resolver that combines upserted values with stored ones: a built-in
@@ -100,6 +148,20 @@ pub struct TableOptions {
 
 impl TableOptions {
     /// Options with resolver `name`.
+    ///
+    /// ```
+    /// # fn main() -> sprig::Result<()> {
+    /// use sprig::{Db, Options, TableOptions};
+    /// let xor = |old: &[u8], new: &[u8]| Ok(old.iter().zip(new).map(|(a, b)| a ^ b).collect());
+    /// let db = Db::open_in_memory(Options::default().resolver("xor", xor))?;
+    /// let parity = db.create_table("parity", TableOptions::resolver("xor"))?;
+    /// let mut batch = db.begin();
+    /// batch.upsert_in(&parity, [1u8; 32], [0b1100u8])?;
+    /// batch.upsert_in(&parity, [1u8; 32], [0b1010u8])?;
+    /// db.commit(batch.finish()?)?;
+    /// assert_eq!(db.view().get_in(&parity, &[1u8; 32])?, Some(vec![0b0110u8]));
+    /// # Ok(()) }
+    /// ```
     pub fn resolver(name: impl Into<String>) -> TableOptions {
         TableOptions {
             resolver: Some(name.into()),
@@ -108,6 +170,21 @@ impl TableOptions {
 }
 
 /// What a version says about one of its tables.
+///
+/// ```
+/// # fn main() -> sprig::Result<()> {
+/// use sprig::{Db, Options, TableOptions};
+/// let db = Db::open_in_memory(Options::default())?;
+/// let balances = db.create_table("balances", TableOptions::resolver("add-u64"))?;
+/// let mut batch = db.begin();
+/// batch.put_in(&balances, [1u8; 32], 5u64.to_le_bytes())?;
+/// db.commit(batch.finish()?)?;
+/// let info = &db.tables()[1];
+/// assert_eq!((&info.table, info.resolver.as_deref()), (&balances, Some("add-u64")));
+/// assert_eq!((info.entries, info.union_debt), (1, None));
+/// assert_eq!(info.root, db.view().table_root(&balances)?);
+/// # Ok(()) }
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TableInfo {
     /// The table's handle.

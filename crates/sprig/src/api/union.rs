@@ -30,6 +30,26 @@ use std::iter::Peekable;
 use std::sync::Arc;
 
 /// What one step of an incremental union did.
+///
+/// ```
+/// # fn main() -> sprig::Result<()> {
+/// use sprig::{Db, Options, TableOptions};
+/// let db = Db::open_in_memory(Options::default())?;
+/// let a = db.create_table("a", TableOptions::default())?;
+/// let b = db.create_table("b", TableOptions::default())?;
+/// let mut batch = db.begin();
+/// for i in 1u8..=4 {
+///     batch.put_in(if i % 2 == 0 { &a } else { &b }, [i; 32], vec![i])?;
+/// }
+/// db.commit(batch.finish()?)?;
+/// let (both, _) = db.start_union("both", &[&a, &b], TableOptions::default())?;
+/// let step = db.supply_union_work(&both, 1)?;
+/// assert_eq!((step.merged, step.remaining, step.commit.is_some()), (1, 3, true));
+/// while db.supply_union_work(&both, 2)?.remaining > 0 {}
+/// let done = db.supply_union_work(&both, 2)?; // nothing left
+/// assert_eq!((done.merged, done.remaining, done.commit), (0, 0, None));
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct UnionWork {
     /// Input entries merged by this step.
@@ -208,6 +228,24 @@ impl Db {
     /// by the resolver of `options` (see [`crate::resolve`]), or the first input's value when
     /// there is none. One durable commit creates and fills the table; the inputs are
     /// unchanged, and the result is an ordinary table.
+    ///
+    /// ```
+    /// # fn main() -> sprig::Result<()> {
+    /// use sprig::{Db, Options, TableOptions};
+    /// let db = Db::open_in_memory(Options::default())?;
+    /// let a = db.create_table("a", TableOptions::default())?;
+    /// let b = db.create_table("b", TableOptions::default())?;
+    /// let mut batch = db.begin();
+    /// batch.put_in(&a, [1u8; 32], "a1")?;
+    /// batch.put_in(&a, [2u8; 32], "a2")?;
+    /// batch.put_in(&b, [2u8; 32], "b2")?;
+    /// db.commit(batch.finish()?)?;
+    /// let (both, _) = db.union("both", &[&a, &b], TableOptions::resolver("concat"))?;
+    /// let view = db.view(); // an ordinary table at once
+    /// assert_eq!(view.get_in(&both, &[1u8; 32])?, Some(b"a1".to_vec()));
+    /// assert_eq!(view.get_in(&both, &[2u8; 32])?, Some(b"a2b2".to_vec())); // combined
+    /// # Ok(()) }
+    /// ```
     pub fn union(
         &self,
         name: &str,
@@ -245,6 +283,24 @@ impl Db {
     /// union completes (else [`Error::UnionInProgress`]). Drive it with
     /// [`Db::supply_union_work`]. While it runs, the segments holding the inputs' data are
     /// neither cleaned nor deleted, so disk use can grow past the space bound.
+    ///
+    /// ```
+    /// # fn main() -> sprig::Result<()> {
+    /// use sprig::{Db, Error, Options, TableOptions};
+    /// let db = Db::open_in_memory(Options::default())?;
+    /// let a = db.create_table("a", TableOptions::default())?;
+    /// let b = db.create_table("b", TableOptions::default())?;
+    /// let mut batch = db.begin();
+    /// batch.put_in(&a, [2u8; 32], "a2")?;
+    /// batch.put_in(&b, [2u8; 32], "b2")?;
+    /// db.commit(batch.finish()?)?;
+    /// let (both, _) = db.start_union("both", &[&a, &b], TableOptions::resolver("concat"))?;
+    /// assert_eq!(db.view().get_in(&both, &[2u8; 32])?, Some(b"a2b2".to_vec())); // from the inputs
+    /// assert!(matches!(db.view().table_root(&both), Err(Error::UnionInProgress { .. })));
+    /// db.supply_union_work(&both, 10)?; // merges everything: an ordinary table now
+    /// assert_eq!(db.view().len_in(&both)?, 1);
+    /// # Ok(()) }
+    /// ```
     pub fn start_union(
         &self,
         name: &str,
@@ -267,6 +323,24 @@ impl Db {
 
     /// The input entries an incremental union into `table` still has to merge (0 for a table
     /// no union is filling).
+    ///
+    /// ```
+    /// # fn main() -> sprig::Result<()> {
+    /// use sprig::{Db, Options, TableOptions};
+    /// let db = Db::open_in_memory(Options::default())?;
+    /// let a = db.create_table("a", TableOptions::default())?;
+    /// let b = db.create_table("b", TableOptions::default())?;
+    /// let mut batch = db.begin();
+    /// batch.put_in(&a, [1u8; 32], "a1")?;
+    /// batch.put_in(&b, [2u8; 32], "b2")?;
+    /// db.commit(batch.finish()?)?;
+    /// let (both, _) = db.start_union("both", &[&a, &b], TableOptions::default())?;
+    /// assert_eq!(db.remaining_union_debt(&both)?, 2); // input entries
+    /// db.supply_union_work(&both, 1)?;
+    /// assert_eq!(db.remaining_union_debt(&both)?, 1);
+    /// assert_eq!(db.remaining_union_debt(&a)?, 0); // no union fills it
+    /// # Ok(()) }
+    /// ```
     pub fn remaining_union_debt(&self, table: &Table) -> Result<u64> {
         let head = self.inner.head();
         table.any_dir(&head.tables)?;
@@ -277,6 +351,24 @@ impl Db {
     /// all inputs' entries of the last key merged are taken together) with one durable
     /// commit; the union completes with the step that merges its last entry. A table no union
     /// fills has nothing to do. Memory is bounded as an import's, whatever `work` is.
+    ///
+    /// ```
+    /// # fn main() -> sprig::Result<()> {
+    /// use sprig::{Db, Options, TableOptions};
+    /// let db = Db::open_in_memory(Options::default())?;
+    /// let a = db.create_table("a", TableOptions::default())?;
+    /// let b = db.create_table("b", TableOptions::default())?;
+    /// let mut batch = db.begin();
+    /// batch.put_in(&a, [1u8; 32], "a1")?;
+    /// batch.put_in(&a, [2u8; 32], "a2")?;
+    /// batch.put_in(&b, [2u8; 32], "b2")?;
+    /// db.commit(batch.finish()?)?;
+    /// let (both, _) = db.start_union("both", &[&a, &b], TableOptions::default())?;
+    /// let step = db.supply_union_work(&both, 2)?; // [1; 32], then both entries of [2; 32]
+    /// assert_eq!((step.merged, step.remaining), (3, 0));
+    /// assert_eq!(db.view().get_in(&both, &[2u8; 32])?, Some(b"a2".to_vec())); // the first input's
+    /// # Ok(()) }
+    /// ```
     pub fn supply_union_work(&self, table: &Table, work: u64) -> Result<UnionWork> {
         let view = self.view();
         table.any_dir(&view.version.tables)?;

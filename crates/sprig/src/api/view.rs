@@ -73,69 +73,223 @@ impl ReadView {
     }
 
     /// The hasher of the database this view reads (its proofs are encoded with it).
+    ///
+    /// ```
+    /// # fn main() -> sprig::Result<()> {
+    /// use sprig::core::PathProof;
+    /// let db = sprig::Db::open_in_memory(sprig::Options::default())?;
+    /// let view = db.view();
+    /// let proof = view.path_proof(&[1u8; 32])?;
+    /// let bytes = proof.encode(view.hasher()); // for a client that checks it
+    /// assert_eq!(PathProof::decode(&bytes, view.hasher())?, proof);
+    /// # Ok(()) }
+    /// ```
     pub fn hasher(&self) -> Hasher {
         self.inner.hasher
     }
 
     /// The version's commit sequence number (for an overlay: the one it gets when committed).
+    ///
+    /// ```
+    /// # fn main() -> sprig::Result<()> {
+    /// let db = sprig::Db::open_in_memory(sprig::Options::default())?;
+    /// db.commit(db.begin().finish()?)?;
+    /// assert_eq!(db.view().seq(), 1);
+    /// let pending = db.begin().finish()?;
+    /// assert_eq!(pending.view()?.seq(), 2); // an overlay: the number it gets when committed
+    /// # Ok(()) }
+    /// ```
     pub fn seq(&self) -> u64 {
         self.version.seq
     }
 
     /// The default table's root (the state root of a database without other tables).
+    ///
+    /// ```
+    /// # fn main() -> sprig::Result<()> {
+    /// let db = sprig::Db::open_in_memory(sprig::Options::default())?;
+    /// let view = db.view();
+    /// let mut batch = db.begin();
+    /// batch.put([1u8; 32], "v")?;
+    /// db.commit(batch.finish()?)?;
+    /// assert_eq!(view.root(), [0u8; 32]); // the view's version: still empty
+    /// assert_eq!(db.view().root(), db.root());
+    /// # Ok(()) }
+    /// ```
     pub fn root(&self) -> Node {
         self.version.tables.default_dir().root_node()
     }
 
     /// The database root: the root of every table's root (see [`sprig_core::tables`]).
+    ///
+    /// ```
+    /// # fn main() -> sprig::Result<()> {
+    /// use sprig::{Db, Options, TableOptions};
+    /// let db = Db::open_in_memory(Options::default())?;
+    /// db.create_table("blocks", TableOptions::default())?;
+    /// let info = db.commit(db.begin().finish()?)?;
+    /// let view = db.view();
+    /// assert_eq!(view.db_root(), info.db_root);
+    /// assert_ne!(view.db_root(), view.root()); // two tables: the root of their roots
+    /// # Ok(()) }
+    /// ```
     pub fn db_root(&self) -> Node {
         self.version.tables.db_root()
     }
 
     /// `table`'s root in this version.
+    ///
+    /// ```
+    /// # fn main() -> sprig::Result<()> {
+    /// use sprig::{Db, Options, TableOptions};
+    /// let db = Db::open_in_memory(Options::default())?;
+    /// let blocks = db.create_table("blocks", TableOptions::default())?;
+    /// let mut batch = db.begin();
+    /// batch.put_in(&blocks, [1u8; 32], "block 1")?;
+    /// db.commit(batch.finish()?)?;
+    /// let view = db.view();
+    /// assert_ne!(view.table_root(&blocks)?, [0u8; 32]);
+    /// assert_eq!(view.root(), [0u8; 32]); // the default table is empty
+    /// # Ok(()) }
+    /// ```
     pub fn table_root(&self, table: &Table) -> Result<Node> {
         Ok(table.dir(&self.version.tables)?.root_node())
     }
 
     /// Every table of this version, the default table first.
+    ///
+    /// ```
+    /// # fn main() -> sprig::Result<()> {
+    /// use sprig::{Db, Options, TableOptions};
+    /// let db = Db::open_in_memory(Options::default())?;
+    /// let before = db.view();
+    /// db.create_table("blocks", TableOptions::default())?;
+    /// assert_eq!(before.tables().len(), 1); // the default table only
+    /// let names: Vec<String> = db.view().tables().iter().map(|t| t.table.name().into()).collect();
+    /// assert_eq!(names, ["default", "blocks"]);
+    /// # Ok(()) }
+    /// ```
     pub fn tables(&self) -> Vec<TableInfo> {
         table_infos(&self.version.tables)
     }
 
     /// The table named `name` in this version.
+    ///
+    /// ```
+    /// # fn main() -> sprig::Result<()> {
+    /// use sprig::{Db, Error, Options, TableOptions};
+    /// let db = Db::open_in_memory(Options::default())?;
+    /// let before = db.view();
+    /// let blocks = db.create_table("blocks", TableOptions::default())?;
+    /// assert_eq!(db.view().table("blocks")?, blocks);
+    /// assert!(matches!(before.table("blocks"), Err(Error::NoSuchTable(_))));
+    /// # Ok(()) }
+    /// ```
     pub fn table(&self, name: &str) -> Result<Table> {
         Table::named(&self.version.tables, name)
     }
 
     /// The number of entries in this version's default table.
+    ///
+    /// ```
+    /// # fn main() -> sprig::Result<()> {
+    /// let db = sprig::Db::open_in_memory(sprig::Options::default())?;
+    /// let mut batch = db.begin();
+    /// batch.put([1u8; 32], "a")?;
+    /// batch.put([2u8; 32], "b")?;
+    /// db.commit(batch.finish()?)?;
+    /// assert_eq!(db.view().len(), 2);
+    /// # Ok(()) }
+    /// ```
     pub fn len(&self) -> u64 {
         self.version.tables.default_dir().len()
     }
 
     /// The number of entries in `table`.
+    ///
+    /// ```
+    /// # fn main() -> sprig::Result<()> {
+    /// use sprig::{Db, Options, TableOptions};
+    /// let db = Db::open_in_memory(Options::default())?;
+    /// let blocks = db.create_table("blocks", TableOptions::default())?;
+    /// let mut batch = db.begin();
+    /// batch.put_in(&blocks, [1u8; 32], "block 1")?;
+    /// db.commit(batch.finish()?)?;
+    /// assert_eq!((db.view().len_in(&blocks)?, db.view().len()), (1, 0));
+    /// # Ok(()) }
+    /// ```
     pub fn len_in(&self, table: &Table) -> Result<u64> {
         Ok(table.dir(&self.version.tables)?.len())
     }
 
     /// Whether this version's default table holds no entry.
+    ///
+    /// ```
+    /// # fn main() -> sprig::Result<()> {
+    /// let db = sprig::Db::open_in_memory(sprig::Options::default())?;
+    /// let empty = db.view();
+    /// let mut batch = db.begin();
+    /// batch.put([1u8; 32], "a")?;
+    /// db.commit(batch.finish()?)?;
+    /// assert!(empty.is_empty() && !db.view().is_empty());
+    /// # Ok(()) }
+    /// ```
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
     /// The region (trie position) of the page or empty region holding `key` in the default
     /// table.
+    ///
+    /// ```
+    /// # fn main() -> sprig::Result<()> {
+    /// let db = sprig::Db::open_in_memory(sprig::Options::default())?;
+    /// let key = db.key_path(b"k");
+    /// assert_eq!(db.view().region_of(&key).depth(), 0); // empty: one region, every key
+    /// let items = (0u32..5000).map(|i| (db.key_path(&i.to_le_bytes()), vec![1u8; 32]));
+    /// db.bulk_load(items, &mut |_| {})?;
+    /// let region = db.view().region_of(&key);
+    /// assert!(region.depth() > 0 && region.contains(&key)); // one page of many
+    /// # Ok(()) }
+    /// ```
     pub fn region_of(&self, key: &KeyPath) -> Prefix {
         self.version.tables.default_dir().locate(key).0
     }
 
     /// The value of `key` in the default table: one SSD read unless the page is cached (plus
     /// one for a value stored in the value log).
+    ///
+    /// ```
+    /// # fn main() -> sprig::Result<()> {
+    /// let db = sprig::Db::open_in_memory(sprig::Options::default())?;
+    /// let mut batch = db.begin();
+    /// batch.put([1u8; 32], "v")?;
+    /// db.commit(batch.finish()?)?;
+    /// let view = db.view();
+    /// assert_eq!(view.get(&[1u8; 32])?, Some(b"v".to_vec()));
+    /// assert_eq!(view.get(&[2u8; 32])?, None);
+    /// # Ok(()) }
+    /// ```
     pub fn get(&self, key: &KeyPath) -> Result<Option<Vec<u8>>> {
         self.get_in(&Table::default_table(), key)
     }
 
     /// The value of `key` in `table`. While an incremental union fills the table, a key it
     /// has not merged yet is looked up in its inputs (one read per input) and combined.
+    ///
+    /// ```
+    /// # fn main() -> sprig::Result<()> {
+    /// use sprig::{Db, Options, TableOptions};
+    /// let db = Db::open_in_memory(Options::default())?;
+    /// let blocks = db.create_table("blocks", TableOptions::default())?;
+    /// let mut batch = db.begin();
+    /// batch.put_in(&blocks, [1u8; 32], "block 1")?;
+    /// db.commit(batch.finish()?)?;
+    /// let view = db.view();
+    /// assert_eq!(view.get_in(&blocks, &[1u8; 32])?, Some(b"block 1".to_vec()));
+    /// assert_eq!(view.get(&[1u8; 32])?, None); // another table
+    /// # Ok(()) }
+    /// ```
     pub fn get_in(&self, table: &Table, key: &KeyPath) -> Result<Option<Vec<u8>>> {
         if self.version.tables.union(table.id).is_some() {
             return Ok(self.get_many_in(table, &[*key])?.pop().flatten());
@@ -172,12 +326,37 @@ impl ReadView {
 
     /// The values of many keys of the default table, with all their page reads in flight at
     /// once.
+    ///
+    /// ```
+    /// # fn main() -> sprig::Result<()> {
+    /// let db = sprig::Db::open_in_memory(sprig::Options::default())?;
+    /// let mut batch = db.begin();
+    /// batch.put([1u8; 32], "a")?;
+    /// batch.put([3u8; 32], "c")?;
+    /// db.commit(batch.finish()?)?;
+    /// let values = db.view().get_many(&[[3u8; 32], [2u8; 32], [1u8; 32]])?; // in the keys' order
+    /// assert_eq!(values, [Some(b"c".to_vec()), None, Some(b"a".to_vec())]);
+    /// # Ok(()) }
+    /// ```
     pub fn get_many(&self, keys: &[KeyPath]) -> Result<Vec<Option<Vec<u8>>>> {
         self.get_many_in(&Table::default_table(), keys)
     }
 
     /// The values of many keys of `table`, with all their page reads in flight at once (see
     /// [`ReadView::get_in`] for a table an incremental union fills).
+    ///
+    /// ```
+    /// # fn main() -> sprig::Result<()> {
+    /// use sprig::{Db, Options, TableOptions};
+    /// let db = Db::open_in_memory(Options::default())?;
+    /// let blocks = db.create_table("blocks", TableOptions::default())?;
+    /// let mut batch = db.begin();
+    /// batch.put_in(&blocks, [1u8; 32], "block 1")?;
+    /// db.commit(batch.finish()?)?;
+    /// let values = db.view().get_many_in(&blocks, &[[1u8; 32], [2u8; 32]])?;
+    /// assert_eq!(values, [Some(b"block 1".to_vec()), None]);
+    /// # Ok(()) }
+    /// ```
     pub fn get_many_in(&self, table: &Table, keys: &[KeyPath]) -> Result<Vec<Option<Vec<u8>>>> {
         if let Some(u) = self.version.tables.union(table.id) {
             return self.union_get_many(table, u, keys);
@@ -208,11 +387,38 @@ impl ReadView {
     }
 
     /// A proof of inclusion or exclusion of `key` against the default table's root.
+    ///
+    /// ```
+    /// # fn main() -> sprig::Result<()> {
+    /// let db = sprig::Db::open_in_memory(sprig::Options::default())?;
+    /// let (a, b) = ([1u8; 32], [2u8; 32]);
+    /// let mut batch = db.begin();
+    /// batch.put(a, "v")?;
+    /// db.commit(batch.finish()?)?;
+    /// let view = db.view();
+    /// view.path_proof(&a)?.verify_value(db.hasher(), &view.root(), &a, Some(b"v"))?;
+    /// view.path_proof(&b)?.verify_value(db.hasher(), &view.root(), &b, None)?; // b is absent
+    /// # Ok(()) }
+    /// ```
     pub fn path_proof(&self, key: &KeyPath) -> Result<PathProof> {
         self.path_proof_in(&Table::default_table(), key)
     }
 
     /// A proof of inclusion or exclusion of `key` against `table`'s root.
+    ///
+    /// ```
+    /// # fn main() -> sprig::Result<()> {
+    /// use sprig::{Db, Options, TableOptions};
+    /// let db = Db::open_in_memory(Options::default())?;
+    /// let blocks = db.create_table("blocks", TableOptions::default())?;
+    /// let mut batch = db.begin();
+    /// batch.put_in(&blocks, [1u8; 32], "block 1")?;
+    /// db.commit(batch.finish()?)?;
+    /// let view = db.view();
+    /// let proof = view.path_proof_in(&blocks, &[1u8; 32])?;
+    /// proof.verify_value(db.hasher(), &view.table_root(&blocks)?, &[1u8; 32], Some(b"block 1"))?;
+    /// # Ok(()) }
+    /// ```
     pub fn path_proof_in(&self, table: &Table, key: &KeyPath) -> Result<PathProof> {
         let dir = table.dir(&self.version.tables)?;
         let pages = self.inner.pages_for(dir, &[*key], ReadKind::Proof)?;
@@ -223,6 +429,20 @@ impl ReadView {
     /// A proof of `key` in `table` against the database root ([`ReadView::db_root`]): the
     /// table's root under the database root, and the key under the table's root. Check it with
     /// [`TableProof::verify`] (in `sprig-core`).
+    ///
+    /// ```
+    /// # fn main() -> sprig::Result<()> {
+    /// use sprig::{Db, Options, TableOptions};
+    /// let db = Db::open_in_memory(Options::default())?;
+    /// let blocks = db.create_table("blocks", TableOptions::default())?;
+    /// let mut batch = db.begin();
+    /// batch.put_in(&blocks, [1u8; 32], "block 1")?;
+    /// db.commit(batch.finish()?)?;
+    /// let view = db.view();
+    /// let proof = view.table_proof(&blocks, &[1u8; 32])?; // checked against the one db root
+    /// proof.verify_value(db.hasher(), &view.db_root(), "blocks", &[1u8; 32], Some(b"block 1"))?;
+    /// # Ok(()) }
+    /// ```
     pub fn table_proof(&self, table: &Table, key: &KeyPath) -> Result<TableProof> {
         let key_proof = self.path_proof_in(table, key)?;
         let roots = self.version.tables.roots();
@@ -238,11 +458,41 @@ impl ReadView {
     }
 
     /// One proof of many keys of the default table, sharing common siblings.
+    ///
+    /// ```
+    /// # fn main() -> sprig::Result<()> {
+    /// use sprig::core::Lookup;
+    /// let db = sprig::Db::open_in_memory(sprig::Options::default())?;
+    /// let mut batch = db.begin();
+    /// batch.put([1u8; 32], "a")?;
+    /// db.commit(batch.finish()?)?;
+    /// let view = db.view();
+    /// let proof = view.multi_proof(&[[1u8; 32], [2u8; 32]])?;
+    /// let verified = proof.verify(db.hasher(), &view.root())?;
+    /// assert!(matches!(verified.lookup(&[1u8; 32])?, Lookup::Present(_)));
+    /// assert_eq!(verified.lookup(&[2u8; 32])?, Lookup::Absent);
+    /// # Ok(()) }
+    /// ```
     pub fn multi_proof(&self, keys: &[KeyPath]) -> Result<MultiProof> {
         self.multi_proof_in(&Table::default_table(), keys)
     }
 
     /// One proof of many keys of `table`, sharing common siblings.
+    ///
+    /// ```
+    /// # fn main() -> sprig::Result<()> {
+    /// use sprig::{core::Lookup, Db, Options, TableOptions};
+    /// let db = Db::open_in_memory(Options::default())?;
+    /// let blocks = db.create_table("blocks", TableOptions::default())?;
+    /// let mut batch = db.begin();
+    /// batch.put_in(&blocks, [1u8; 32], "block 1")?;
+    /// db.commit(batch.finish()?)?;
+    /// let view = db.view();
+    /// let proof = view.multi_proof_in(&blocks, &[[1u8; 32], [2u8; 32]])?;
+    /// let verified = proof.verify(db.hasher(), &view.table_root(&blocks)?)?;
+    /// assert_eq!(verified.lookup(&[2u8; 32])?, Lookup::Absent);
+    /// # Ok(()) }
+    /// ```
     pub fn multi_proof_in(&self, table: &Table, keys: &[KeyPath]) -> Result<MultiProof> {
         let dir = table.dir(&self.version.tables)?;
         let keys = sorted_distinct(keys);
@@ -271,11 +521,42 @@ impl ReadView {
     }
 
     /// A witness of `keys` of the default table against its root.
+    ///
+    /// ```
+    /// # fn main() -> sprig::Result<()> {
+    /// let db = sprig::Db::open_in_memory(sprig::Options::default())?;
+    /// let (a, b) = ([1u8; 32], [2u8; 32]);
+    /// let mut batch = db.begin();
+    /// batch.put(a, "v")?;
+    /// db.commit(batch.finish()?)?;
+    /// let view = db.view();
+    /// let witness = view.witness(&[b, a, b])?;
+    /// assert_eq!(witness.keys, [a, b]); // sorted and distinct
+    /// let verified = witness.verify(db.hasher(), &view.root())?;
+    /// verified.check_value(&a, Some(b"v"))?;
+    /// verified.check_value(&b, None)?;
+    /// # Ok(()) }
+    /// ```
     pub fn witness(&self, keys: &[KeyPath]) -> Result<Witness> {
         self.witness_in(&Table::default_table(), keys)
     }
 
     /// A witness of `keys` of `table` against the table's root.
+    ///
+    /// ```
+    /// # fn main() -> sprig::Result<()> {
+    /// use sprig::{Db, Options, TableOptions};
+    /// let db = Db::open_in_memory(Options::default())?;
+    /// let blocks = db.create_table("blocks", TableOptions::default())?;
+    /// let mut batch = db.begin();
+    /// batch.put_in(&blocks, [1u8; 32], "block 1")?;
+    /// db.commit(batch.finish()?)?;
+    /// let view = db.view();
+    /// let witness = view.witness_in(&blocks, &[[1u8; 32]])?;
+    /// let verified = witness.verify(db.hasher(), &view.table_root(&blocks)?)?;
+    /// verified.check_value(&[1u8; 32], Some(b"block 1"))?;
+    /// # Ok(()) }
+    /// ```
     pub fn witness_in(&self, table: &Table, keys: &[KeyPath]) -> Result<Witness> {
         let keys = sorted_distinct(keys);
         let proof = self.multi_proof_in(table, &keys)?;

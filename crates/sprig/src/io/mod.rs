@@ -197,6 +197,17 @@ pub trait Storage: Send + Sync {
 }
 
 /// Which I/O backend a database asks for ([`crate::Options::io_backend`]).
+///
+/// ```
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// use sprig::{Db, IoBackend, Options};
+/// let dir = tempfile::tempdir()?;
+/// let options = Options { io_backend: IoBackend::IoUring, ..Options::default() }; // the default
+/// let db = Db::open(dir.path(), options)?;
+/// let io = db.io_backend(); // io_uring where the kernel allows it, else posix saying why
+/// assert!(io.name == "io_uring" || (io.name == "posix" && io.io_uring_refused.is_some()));
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum IoBackend {
     /// io_uring with many requests in flight where the kernel allows it (Linux), otherwise
@@ -214,6 +225,12 @@ pub enum IoBackend {
 
 impl IoBackend {
     /// The name used in options and command lines.
+    ///
+    /// ```
+    /// use sprig::IoBackend;
+    /// assert_eq!(IoBackend::default().name(), "io_uring");
+    /// assert_eq!(IoBackend::from_name(IoBackend::Posix.name()), Some(IoBackend::Posix));
+    /// ```
     pub fn name(self) -> &'static str {
         match self {
             IoBackend::IoUring => "io_uring",
@@ -223,6 +240,13 @@ impl IoBackend {
     }
 
     /// The backend with the given name.
+    ///
+    /// ```
+    /// use sprig::IoBackend;
+    /// assert_eq!(IoBackend::from_name("pread"), Some(IoBackend::Posix)); // an alias
+    /// assert_eq!(IoBackend::from_name("io_uring-required"), Some(IoBackend::IoUringRequired));
+    /// assert_eq!(IoBackend::from_name("aio"), None);
+    /// ```
     pub fn from_name(name: &str) -> Option<IoBackend> {
         match name {
             "io_uring" | "io-uring" | "uring" => Some(IoBackend::IoUring),
@@ -236,6 +260,16 @@ impl IoBackend {
 /// The I/O a database really does: which backend serves it, whether it bypasses the page
 /// cache, and why either differs from what the options asked for. See
 /// [`crate::Db::io_backend`]; [`crate::Stats::io_backend`] carries the same.
+///
+/// ```
+/// use sprig::IoBackendInfo;
+/// let info = IoBackendInfo {
+///     name: "posix",
+///     io_uring_refused: Some("Operation not permitted".into()),
+///     ..IoBackendInfo::default()
+/// };
+/// assert_eq!(info.to_string(), "posix (io_uring refused: Operation not permitted), buffered I/O");
+/// ```
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct IoBackendInfo {
     /// The backend in use: `"io_uring"`, `"posix"`, `"memory"`, or the [`Storage::kind`] of
@@ -251,6 +285,12 @@ pub struct IoBackendInfo {
 
 impl IoBackendInfo {
     /// What a storage handed to [`crate::Db::open_with_storage`] reports of itself.
+    ///
+    /// ```
+    /// use sprig::{io::MemoryStorage, IoBackendInfo};
+    /// let info = IoBackendInfo::of(&MemoryStorage::new());
+    /// assert_eq!((info.name, info.direct_io), ("memory", false));
+    /// ```
     pub fn of(storage: &dyn Storage) -> IoBackendInfo {
         IoBackendInfo {
             name: storage.kind(),

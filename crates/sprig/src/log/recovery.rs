@@ -44,6 +44,26 @@ pub(crate) enum Access {
 }
 
 /// A log tail that could not be read and was proven not to hold an acknowledged commit.
+///
+/// ```
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// use sprig::{Db, Options};
+/// use std::io::Write;
+/// let dir = tempfile::tempdir()?;
+/// let db = Db::open(dir.path(), Options::default())?;
+/// db.commit(db.begin().finish()?)?;
+/// drop(db);
+/// // A crash in the middle of the next commit: a torn record at the end of the log.
+/// let files = std::fs::read_dir(dir.path())?.collect::<Result<Vec<_>, _>>()?;
+/// let log = files.iter().map(|f| f.path()).find(|p| p.extension().is_some_and(|x| x == "log"));
+/// let mut log = std::fs::OpenOptions::new().append(true).open(log.expect("the log"))?;
+/// log.write_all(&[0xab; 100])?;
+/// let db = Db::open(dir.path(), Options::default())?;
+/// let tail = db.recovery().lost_tail.as_ref().expect("the torn record");
+/// assert!(tail.cut && tail.bytes == 100);
+/// assert_eq!(db.seq(), 1); // every acknowledged commit is there
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LostTail {
     /// The log file.
@@ -64,6 +84,21 @@ pub struct LostTail {
 }
 
 /// What opening a database found and did, beyond loading its state.
+///
+/// ```
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// use sprig::{Db, Options};
+/// let dir = tempfile::tempdir()?;
+/// let db = Db::open(dir.path(), Options::default())?;
+/// db.commit(db.begin().finish()?)?;
+/// db.commit(db.begin().finish()?)?;
+/// drop(db);
+/// let db = Db::open(dir.path(), Options::default())?;
+/// let report = db.recovery();
+/// assert_eq!((report.checkpoint_seq, report.records_replayed, report.seq), (0, 2, 2));
+/// assert!(report.lost_tail.is_none() && report.repaired_records.is_empty());
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RecoveryReport {
     /// The commit of the checkpoint recovery started from.
@@ -87,11 +122,54 @@ pub struct RecoveryReport {
 
 impl RecoveryReport {
     /// Whether the open found nothing worth telling: no lost tail and no repaired record.
+    ///
+    /// ```
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # use sprig::{Db, Options};
+    /// # use std::io::Write;
+    /// # let dir = tempfile::tempdir()?;
+    /// # let db = Db::open(dir.path(), Options::default())?;
+    /// # db.commit(db.begin().finish()?)?;
+    /// # drop(db);
+    /// # let files = std::fs::read_dir(dir.path())?.collect::<Result<Vec<_>, _>>()?;
+    /// # let is_log = |p: &std::path::PathBuf| p.extension().is_some_and(|x| x == "log");
+    /// # let log = files.iter().map(|f| f.path()).find(is_log);
+    /// # let mut log = std::fs::OpenOptions::new().append(true).open(log.expect("the log"))?;
+    /// # log.write_all(&[0xab; 100])?;
+    /// // The database's log ends in a torn record (a crash during a commit).
+    /// let db = Db::open(dir.path(), Options::default())?;
+    /// assert!(!db.recovery().is_clean());
+    /// drop(db);
+    /// let db = Db::open(dir.path(), Options::default())?; // the tail was cut off
+    /// assert!(db.recovery().is_clean());
+    /// # Ok(()) }
+    /// ```
     pub fn is_clean(&self) -> bool {
         self.lost_tail.is_none() && self.repaired_records.is_empty()
     }
 
     /// One sentence per finding, for logs and the command line.
+    ///
+    /// ```
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # use sprig::{Db, Options};
+    /// # use std::io::Write;
+    /// # let dir = tempfile::tempdir()?;
+    /// # let db = Db::open(dir.path(), Options::default())?;
+    /// # db.commit(db.begin().finish()?)?;
+    /// # drop(db);
+    /// # let files = std::fs::read_dir(dir.path())?.collect::<Result<Vec<_>, _>>()?;
+    /// # let is_log = |p: &std::path::PathBuf| p.extension().is_some_and(|x| x == "log");
+    /// # let log = files.iter().map(|f| f.path()).find(is_log);
+    /// # let mut log = std::fs::OpenOptions::new().append(true).open(log.expect("the log"))?;
+    /// # log.write_all(&[0xab; 100])?;
+    /// // The database's log ends in a torn record (a crash during a commit).
+    /// let db = Db::open(dir.path(), Options::default())?;
+    /// let findings = db.recovery().findings();
+    /// assert_eq!(findings.len(), 1);
+    /// assert!(findings[0].starts_with("discarded:"), "{}", findings[0]);
+    /// # Ok(()) }
+    /// ```
     pub fn findings(&self) -> Vec<String> {
         let mut out = Vec::new();
         if let Some(t) = &self.lost_tail {

@@ -42,6 +42,17 @@ pub const PAGE_BODY_BYTES: usize = BLOCK_BYTES - PAGE_HEADER_BYTES;
 /// The largest value stored inside a page; larger values go to the value log.
 pub const MAX_INLINE_VALUE_BYTES: usize = 1024;
 /// The largest value Sprig stores (4 GiB − 1).
+///
+/// ```
+/// # fn main() -> sprig::Result<()> {
+/// assert_eq!(sprig::MAX_VALUE_BYTES, u32::MAX as usize); // 4 GiB - 1
+/// let db = sprig::Db::open_in_memory(sprig::Options::default())?;
+/// let mut batch = db.begin();
+/// batch.put([1u8; 32], vec![0u8; 1 << 20])?; // 1 MiB: well within
+/// db.commit(batch.finish()?)?;
+/// assert_eq!(db.view().get_ref(&[1u8; 32])?.map(|blob| blob.len), Some(1 << 20));
+/// # Ok(()) }
+/// ```
 pub const MAX_VALUE_BYTES: usize = u32::MAX as usize;
 /// The location of a value-log record not written yet: an in-memory page of an overlay points
 /// at its new large values this way until the commit that writes them. Never valid on disk.

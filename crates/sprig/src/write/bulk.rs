@@ -42,6 +42,18 @@ const WORKERS: usize = 2;
 const PROGRESS_EVERY: u64 = 1 << 18;
 
 /// Which phase a bulk load is in.
+///
+/// ```
+/// # fn main() -> sprig::Result<()> {
+/// use sprig::{BulkPhase, Db, Options};
+/// let db = Db::open_in_memory(Options::default())?;
+/// let items = (0u32..1000).map(|i| (db.key_path(&i.to_le_bytes()), vec![1u8]));
+/// let mut phases = Vec::new();
+/// db.bulk_load(items, &mut |progress| phases.push(progress.phase))?;
+/// assert_eq!(phases.first(), Some(&BulkPhase::Partition));
+/// assert_eq!(phases.last(), Some(&BulkPhase::Build));
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BulkPhase {
     /// Reading the input and partitioning it (total unknown: 0).
@@ -51,6 +63,18 @@ pub enum BulkPhase {
 }
 
 /// Progress of a bulk load.
+///
+/// ```
+/// # fn main() -> sprig::Result<()> {
+/// use sprig::{BulkPhase, BulkProgress, Db, Options};
+/// let db = Db::open_in_memory(Options::default())?;
+/// let items = (0u32..1000).map(|i| (db.key_path(&i.to_le_bytes()), vec![1u8]));
+/// let mut last = None;
+/// db.bulk_load(items, &mut |progress| last = Some(progress))?;
+/// let done = BulkProgress { phase: BulkPhase::Build, done: 1000, total: 1000 };
+/// assert_eq!(last, Some(done));
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BulkProgress {
     /// The phase.
@@ -62,6 +86,17 @@ pub struct BulkProgress {
 }
 
 /// Options of [`crate::Db::bulk_load_with`].
+///
+/// ```
+/// # fn main() -> sprig::Result<()> {
+/// use sprig::{BulkOptions, Db, Options};
+/// let db = Db::open_in_memory(Options::default())?;
+/// let items = (0u32..1000).map(|i| Ok((db.key_path(&i.to_le_bytes()), vec![1u8; 100])));
+/// let options = BulkOptions { buffer_bytes: 64 << 10, expected_items: Some(1000) };
+/// let report = db.bulk_load_with(items, &options, &mut |_| {})?; // spills past 64 KiB
+/// assert_eq!(report.entries, 1000);
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BulkOptions {
     /// Bytes of input buffered in memory before it is spilled to temporary files. Default:
@@ -83,6 +118,20 @@ impl Default for BulkOptions {
 }
 
 /// What a bulk load built.
+///
+/// ```
+/// # fn main() -> sprig::Result<()> {
+/// let db = sprig::Db::open_in_memory(sprig::Options::default())?;
+/// let items = vec![
+///     ([1u8; 32], b"first".to_vec()),
+///     ([1u8; 32], b"last".to_vec()), // the same key: the last value wins
+///     ([2u8; 32], vec![0u8; 5000]),  // large: in the value log
+/// ];
+/// let report = db.bulk_load(items, &mut |_| {})?;
+/// assert_eq!((report.entries, report.values, report.root), (2, 1, db.root()));
+/// assert!(report.pages >= 1 && report.bytes_written > 5000);
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct BulkReport {
     /// Distinct entries loaded (a key given twice counts once: the last value wins).

@@ -64,8 +64,24 @@ use std::ops::Range;
 use std::sync::Arc;
 
 /// The smallest memory budget an import runs with (a smaller one is raised to this).
+///
+/// ```
+/// # fn main() -> sprig::Result<()> {
+/// use sprig::{Db, ImportOptions, Options, MIN_IMPORT_MEMORY_BYTES};
+/// let db = Db::open_in_memory(Options::default())?;
+/// let tiny = ImportOptions { memory_bytes: 1 }; // runs with MIN_IMPORT_MEMORY_BYTES instead
+/// db.import_sorted((1u8..=3).map(|i| Ok(([i; 32], Some(vec![i])))), &tiny)?;
+/// assert_eq!((db.len(), MIN_IMPORT_MEMORY_BYTES), (3, 1 << 20));
+/// # Ok(()) }
+/// ```
 pub const MIN_IMPORT_MEMORY_BYTES: u64 = 1 << 20;
 /// The default memory budget of an import.
+///
+/// ```
+/// use sprig::{ImportOptions, DEFAULT_IMPORT_MEMORY_BYTES};
+/// assert_eq!(ImportOptions::default().memory_bytes, DEFAULT_IMPORT_MEMORY_BYTES);
+/// assert_eq!(DEFAULT_IMPORT_MEMORY_BYTES, 128 << 20);
+/// ```
 pub const DEFAULT_IMPORT_MEMORY_BYTES: u64 = 128 << 20;
 /// What one buffered change counts against the budget besides its value: the change itself,
 /// its key and value hash in the rewrite, its proof nodes and its entry in the region's list.
@@ -76,6 +92,21 @@ const CHANGE_COST_BYTES: usize = 256;
 const REGION_COST_BYTES: usize = 8 * BLOCK_BYTES;
 
 /// Options of [`crate::Db::import_sorted`].
+///
+/// ```
+/// # fn main() -> sprig::Result<()> {
+/// use sprig::{Db, ImportOptions, Options};
+/// let db = Db::open_in_memory(Options::default())?;
+/// let changes = (0u16..20_000).map(|i| {
+///     let mut key = [0u8; 32];
+///     key[..2].copy_from_slice(&i.to_be_bytes()); // sorted keys
+///     Ok((key, Some(vec![1u8; 100])))
+/// });
+/// let small = ImportOptions { memory_bytes: 1 << 20 }; // ~2 MB of changes in 1 MiB
+/// let info = db.import_sorted(changes, &small)?;
+/// assert_eq!((info.seq, db.len()), (1, 20_000)); // still one commit
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ImportOptions {
     /// Memory for buffered changes and the pages being rebuilt from them. Default: 128 MiB;

@@ -37,6 +37,18 @@ pub(crate) use crate::state::directory::Region;
 pub(crate) type Change = (KeyPath, Option<Vec<u8>>);
 
 /// What a commit did.
+///
+/// ```
+/// # fn main() -> sprig::Result<()> {
+/// let db = sprig::Db::open_in_memory(sprig::Options::default())?;
+/// let mut batch = db.begin();
+/// batch.put([1u8; 32], "v")?;
+/// let info = db.commit(batch.finish()?)?;
+/// assert_eq!((info.seq, info.root, info.db_root), (1, db.root(), db.db_root()));
+/// assert!(info.pages_written >= 1 && info.bytes_written >= 4096);
+/// assert_eq!((info.pages_relocated, info.values_relocated), (0, 0)); // no cleaning needed
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CommitInfo {
     /// The new version's sequence number.
