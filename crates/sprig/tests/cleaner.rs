@@ -22,8 +22,10 @@ fn retained_versions_add_what_they_hold_and_no_more() {
         "4 versions of commits that rewrite most pages hold more than the live data: {s:?}"
     );
     assert!(s.total_space_amplification() > s.space_amplification());
+    let disk_before = s.disk_bytes;
     drop(db);
-    // Reopened keeping only the latest version, the next commit releases the rest.
+    // Reopened keeping only the latest version: what older versions held is released at
+    // once, and segments only they needed are deleted by the open.
     let db = Db::open(
         dir.path(),
         Options {
@@ -33,12 +35,21 @@ fn retained_versions_add_what_they_hold_and_no_more() {
     )
     .unwrap();
     assert_eq!(db.root(), model.root());
-    let mut b = db.begin();
-    b.put([1; 32], b"one more".to_vec()).unwrap();
-    db.commit(b.finish().unwrap()).unwrap();
     let s = db.stats();
     assert_eq!(s.retained_bytes, 0, "{s:?}");
     assert_eq!(s.space_amplification(), s.total_space_amplification());
+    assert!(s.segments_deleted > 0, "{s:?}");
+    assert!(s.disk_bytes < disk_before, "{s:?}");
+    assert!(
+        s.disk_bytes <= segment_file_bytes(dir.path()),
+        "{} counted, {} in segment files",
+        s.disk_bytes,
+        segment_file_bytes(dir.path())
+    );
+    let mut b = db.begin();
+    b.put([1; 32], b"one more".to_vec()).unwrap();
+    db.commit(b.finish().unwrap()).unwrap();
+    assert_eq!(db.stats().retained_bytes, 0);
 }
 
 /// Ten rounds of four commits of 1,500 random updates to 60,000 keys (most pages rewritten by

@@ -401,6 +401,16 @@ impl Db {
         {
             let mut w = db.inner.log.writer.lock();
             db.inner.refresh_emptied(&mut w);
+            // Segments no version opened here needs (emptied under a longer retention, or
+            // before a crash) go now rather than after the next commit.
+            if access == Access::ReadWrite {
+                let deleted = db.inner.log.delete_emptied(
+                    &mut w,
+                    db.inner.versions.oldest_pinned(),
+                    db.inner.head().seq,
+                )?;
+                db.inner.counters.cleaned(0, 0, deleted);
+            }
             db.inner.record_gauges(&w);
         }
         for finding in db.inner.recovery.findings() {
