@@ -78,6 +78,9 @@ pub struct RunResult {
     /// Pages the cleaner copied forward per unit (Sprig).
     #[serde(default)]
     pub cleaner_pages_per_unit: Option<f64>,
+    /// Disk use by the engine's own count after the run (Sprig).
+    #[serde(default)]
+    pub space: Option<crate::engine::SpaceUse>,
     /// Peak RSS of the process, bytes.
     pub peak_rss_bytes: Option<u64>,
     /// Peak memory of the cgroup (RSS + page cache), bytes, when run under a cap.
@@ -283,6 +286,15 @@ pub fn engine_detail(r: &RunResult) -> Option<String> {
     );
     if let Some(io) = &r.io_backend {
         let _ = write!(s, "; I/O backend: {io}");
+    }
+    if let Some(space) = &r.space {
+        let _ = write!(
+            s,
+            "; space amplification {:.2} ({:.2} with the {:.1} MiB only older retained versions keep)",
+            space.amplification(),
+            space.total_amplification(),
+            space.retained_bytes as f64 / (1u64 << 20) as f64
+        );
     }
     if let Some(f) = floor(r, r) {
         let _ = write!(s, "; {f}");

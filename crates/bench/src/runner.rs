@@ -372,6 +372,7 @@ pub fn run(
         engine_written_bytes_per_unit: counted(|c| c.bytes_written),
         pages_written_per_unit: counted(|c| c.pages_written),
         cleaner_pages_per_unit: counted(|c| c.cleaner_pages),
+        space: counters_after.map(|c| c.space),
         peak_rss_bytes: sys::peak_rss_bytes(),
         cgroup_peak_bytes: None,
         mem_cap_mb: None,

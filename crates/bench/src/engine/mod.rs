@@ -30,6 +30,29 @@ pub struct EngineCounters {
     pub cleaner_pages: u64,
     /// Hash computations the batches' changes needed at the least (the hashing floor).
     pub hashes_needed: u64,
+    /// Disk use as the engine counts it.
+    pub space: SpaceUse,
+}
+
+/// Disk use as the engine counts it (Sprig: segment space, the latest version's live data,
+/// and what only older retained versions keep).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct SpaceUse {
+    pub disk_bytes: u64,
+    pub live_bytes: u64,
+    pub retained_bytes: u64,
+}
+
+impl SpaceUse {
+    /// Disk per live byte, not counting what older versions keep (what the cleaner bounds).
+    pub fn amplification(&self) -> f64 {
+        self.disk_bytes.saturating_sub(self.retained_bytes) as f64 / self.live_bytes.max(1) as f64
+    }
+
+    /// Disk per live byte, everything counted.
+    pub fn total_amplification(&self) -> f64 {
+        self.disk_bytes as f64 / self.live_bytes.max(1) as f64
+    }
 }
 
 /// One database, driven batch by batch: `read` (any number of times), then `commit`.

@@ -214,6 +214,11 @@ impl Engine for SprigEngine {
             pages_written: s.pages_written,
             cleaner_pages: s.cleaner_pages_copied,
             hashes_needed: s.hashes_needed,
+            space: super::SpaceUse {
+                disk_bytes: s.disk_bytes,
+                live_bytes: s.live_bytes,
+                retained_bytes: s.retained_bytes,
+            },
         })
     }
 }
