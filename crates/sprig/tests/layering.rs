@@ -1,12 +1,11 @@
 //! The engine's layout is enforced, not just described: data flows one way,
 //! api → write → state + log → io, and no module imports another that imports it back.
 //!
-//! This test reads `crates/sprig/src`, finds every `crate::…` path in each module's code
-//! (outside its `#[cfg(test)]` tests, which may look anywhere) and checks:
+//! This test reads `crates/sprig/src`, finds every `crate::…` and `super::…` path in each
+//! module's code (outside its `#[cfg(test)]` tests, which may look anywhere) and checks:
 //! - each layer uses only the layers below it (`log` may use `state`, not the reverse), and the
 //!   shared leaf modules (`codec`, `error`, `options`, `resolve`, `stats`, `telemetry`,
-//!   `failpoint`) use nothing but
-//!   `io`;
+//!   `failpoint`) use nothing but `io`;
 //! - the graph of modules (files) has no cycle.
 //!
 //! Run it with `cargo test -p sprig --test layering -- --nocapture` to see the graph.
@@ -84,28 +83,61 @@ fn code(path: &Path) -> String {
         .join("\n")
 }
 
-/// The modules (among `known`) that `text` refers to with `crate::` paths, including those in
-/// `use crate::{a::b, c}` groups.
-fn references(text: &str, known: &BTreeSet<String>) -> BTreeSet<String> {
+/// The modules (among `known`) that `text`, the code of `module`, refers to with `crate::` and
+/// `super::` paths, including those in `use crate::{a::b, c}` groups.
+fn references(text: &str, module: &str, known: &BTreeSet<String>) -> BTreeSet<String> {
+    // `super` of `a::b` (a file `a/b.rs`, or a directory `a/b/mod.rs`) is `a`.
+    let parent: Vec<&str> = {
+        let mut p: Vec<&str> = module.split("::").collect();
+        p.pop();
+        p
+    };
     let mut out = BTreeSet::new();
-    let mut rest = text;
-    while let Some(at) = rest.find("crate::") {
-        rest = &rest[at + "crate::".len()..];
-        let path: String = rest
-            .chars()
-            .take_while(|c| c.is_alphanumeric() || *c == '_' || *c == ':')
-            .collect();
-        // The longest known module that prefixes the path.
-        let segments: Vec<&str> = path.split("::").filter(|s| !s.is_empty()).collect();
-        for n in (1..=segments.len()).rev() {
-            let candidate = segments[..n].join("::");
-            if known.contains(&candidate) {
-                out.insert(candidate);
-                break;
+    for (prefix, base) in [("crate::", Vec::new()), ("super::", parent)] {
+        let mut rest = text;
+        while let Some(at) = rest.find(prefix) {
+            let before = rest[..at].chars().next_back();
+            rest = &rest[at + prefix.len()..];
+            if before.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == ':') {
+                continue; // `super::super::…` or part of another path
+            }
+            let path: String = rest
+                .chars()
+                .take_while(|c| c.is_alphanumeric() || *c == '_' || *c == ':')
+                .collect();
+            let mut segments: Vec<&str> = base.clone();
+            segments.extend(path.split("::").filter(|s| !s.is_empty()));
+            // The longest known module that prefixes the path.
+            for n in (1..=segments.len()).rev() {
+                let candidate = segments[..n].join("::");
+                if known.contains(&candidate) {
+                    out.insert(candidate);
+                    break;
+                }
             }
         }
     }
     out
+}
+
+#[test]
+fn super_paths_count_as_references() {
+    let known: BTreeSet<String> = ["write", "write::engine", "write::commit", "io"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    let refs = references(
+        "use super::engine::Inner;\nuse crate::io::Storage;",
+        "write::commit",
+        &known,
+    );
+    assert_eq!(
+        refs,
+        ["io", "write::engine"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect()
+    );
 }
 
 #[test]
@@ -117,7 +149,7 @@ fn layers_only_use_the_layers_below_and_modules_form_no_cycle() {
     let mut graph: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     let mut violations = Vec::new();
     for (module, path) in &mods {
-        let refs: BTreeSet<String> = references(&code(path), &known)
+        let refs: BTreeSet<String> = references(&code(path), module, &known)
             .into_iter()
             .filter(|r| r != module && !module.starts_with(&format!("{r}::")))
             .collect();
