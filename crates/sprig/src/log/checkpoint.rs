@@ -175,7 +175,7 @@ impl Checkpoint {
         }
         let mut table = SegmentTable {
             segments,
-            values: BTreeMap::new(),
+            values: Default::default(),
             active,
             segment_blocks,
             live_pages: BTreeMap::new(),

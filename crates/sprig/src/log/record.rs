@@ -846,7 +846,7 @@ mod tests {
     type Accounting = (
         u32,
         BTreeMap<u32, SegmentMeta>,
-        BTreeMap<u64, (u32, TableId, KeyPath)>,
+        crate::log::segments::ValueIndex,
     );
 
     fn accounting(t: &SegmentTable) -> Accounting {

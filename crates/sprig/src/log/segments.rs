@@ -457,8 +457,9 @@ pub struct SegmentTable {
     /// Every segment with data, by id.
     pub segments: BTreeMap<u32, SegmentMeta>,
     /// Every live value record: location → (blocks, table, key). The cleaner relocates values
-    /// by it.
-    pub values: BTreeMap<u64, (u32, TableId, KeyPath)>,
+    /// by it. A persistent map: the copy every retained version keeps shares all but the
+    /// nodes a commit changed (a `BTreeMap` was copied whole by every commit, O(values)).
+    pub values: ValueIndex,
     /// The segment new blocks go to.
     pub active: u32,
     /// The size of a segment in blocks.
@@ -470,6 +471,9 @@ pub struct SegmentTable {
     /// stored in checkpoints: the log replayed after one rebuilds them).
     pub held: HeldBlocks,
 }
+
+/// The value index of a [`SegmentTable`]: location → (blocks, table, key).
+pub type ValueIndex = imbl::OrdMap<u64, (u32, TableId, KeyPath)>;
 
 /// Blocks the latest version no longer uses but older versions may: the blocks commit `seq`
 /// replaced or freed are needed by the versions before it, and become garbage once no version
@@ -536,7 +540,7 @@ impl SegmentTable {
         segments.insert(1, SegmentMeta::default());
         SegmentTable {
             segments,
-            values: BTreeMap::new(),
+            values: ValueIndex::new(),
             active: 1,
             segment_blocks,
             live_pages: BTreeMap::new(),
