@@ -436,12 +436,19 @@ impl WriteBatch {
     /// # Ok(()) }
     /// ```
     pub fn prefetch_in(&mut self, table: &Table, keys: &[KeyPath]) -> Result<()> {
+        self.prefetch_located(table, keys).map(drop)
+    }
+
+    /// [`WriteBatch::prefetch_in`], returning the region (in the base version) of each key.
+    fn prefetch_located(&mut self, table: &Table, keys: &[KeyPath]) -> Result<Vec<Prefix>> {
         let dir = table.dir(&self.base.tables)?;
         let t = self.tables.entry(table.id).or_default();
         let mut wanted: Vec<(Prefix, PageRef)> = Vec::new();
+        let mut located = Vec::with_capacity(keys.len());
         let mut queued = HashSet::new();
         for key in keys {
             let (prefix, page) = dir.locate(key);
+            located.push(prefix);
             if let Some(r) = page {
                 if !t.pages.contains_key(&prefix) && queued.insert(prefix) {
                     wanted.push((prefix, r));
@@ -452,7 +459,7 @@ impl WriteBatch {
         for ((prefix, _), page) in wanted.into_iter().zip(loaded) {
             t.pages.insert(prefix, page);
         }
-        Ok(())
+        Ok(located)
     }
 
     /// Apply the batch in memory: an overlay with the new roots, and the witness of every key
@@ -551,7 +558,8 @@ impl WriteBatch {
             k.dedup();
             k
         };
-        self.prefetch_in(table, &touched)?;
+        // Each key's region, found once (the loads and the cut into regions below use it).
+        let located = self.prefetch_located(table, &touched)?;
         let ops = self
             .tables
             .get_mut(&id)
@@ -588,8 +596,7 @@ impl WriteBatch {
         let mut works: Vec<RegionWork> = Vec::new();
         let mut c = 0usize;
         let mut k = 0usize;
-        while k < touched.len() {
-            let (prefix, _) = base_dir.locate(&touched[k]);
+        while let Some(prefix) = located.get(k).copied() {
             let k_end = k + touched[k..].partition_point(|key| prefix.contains(key));
             let c_end = c + changes[c..].partition_point(|(key, _)| prefix.contains(key));
             works.push(RegionWork {
