@@ -298,11 +298,10 @@ impl Stats {
     /// # Ok(()) }
     /// ```
     pub fn space_amplification(&self) -> f64 {
-        if self.live_bytes == 0 {
-            1.0
-        } else {
-            self.disk_bytes.saturating_sub(self.retained_bytes) as f64 / self.live_bytes as f64
-        }
+        amplification(
+            self.disk_bytes.saturating_sub(self.retained_bytes),
+            self.live_bytes,
+        )
     }
 
     /// Disk bytes per live byte of the latest version, counting everything: above
@@ -328,5 +327,15 @@ impl Stats {
         } else {
             self.disk_bytes as f64 / self.live_bytes as f64
         }
+    }
+}
+
+/// Disk bytes per live byte (1.0 for an empty database): the space amplification figures of
+/// [`Stats`] and of the metrics gauge.
+pub(crate) fn amplification(disk: u64, live: u64) -> f64 {
+    if live == 0 {
+        1.0
+    } else {
+        disk as f64 / live as f64
     }
 }

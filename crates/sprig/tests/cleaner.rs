@@ -84,11 +84,9 @@ fn rounds_of_random_updates(retained: usize) -> (tempfile::TempDir, Db, Referenc
         for _ in 0..4 {
             let mut b = db.begin();
             for _ in 0..1500 {
-                state = state
-                    .wrapping_mul(6364136223846793005)
-                    .wrapping_add(1442695040888963407);
-                let k = keys[(state >> 33) as usize % keys.len()];
-                let v = if state.is_multiple_of(1000) {
+                let r = next(&mut state);
+                let k = keys[(r >> 33) as usize % keys.len()];
+                let v = if r.is_multiple_of(1000) {
                     vec![round as u8; 3000]
                 } else {
                     state.to_le_bytes().to_vec()
@@ -149,25 +147,10 @@ fn cleaning_reads_nothing_the_cache_holds_or_the_commit_supersedes() {
         },
     )
     .unwrap();
-    let keys: Vec<KeyPath> = (0..40_000u32)
-        .map(|i| db.key_path(&i.to_le_bytes()))
-        .collect();
-    let mut b = db.begin();
-    for k in &keys {
-        b.put(*k, k[..8].to_vec()).unwrap();
-    }
-    db.commit(b.finish().unwrap()).unwrap();
+    let keys = load_keys(&db, 40_000);
     let mut state = 9u64;
     for round in 0..30u64 {
-        let mut b = db.begin();
-        for _ in 0..3000 {
-            state = state
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            let k = keys[(state >> 33) as usize % keys.len()];
-            b.put(k, round.to_le_bytes().to_vec()).unwrap();
-        }
-        db.commit(b.finish().unwrap()).unwrap();
+        put_random(&db, &keys, &mut state, 3000, &round.to_le_bytes());
         let s = db.stats();
         assert!(
             s.cached_pages <= s.pages,
@@ -179,6 +162,35 @@ fn cleaning_reads_nothing_the_cache_holds_or_the_commit_supersedes() {
     let s = db.stats();
     assert!(s.cleaner_pages_copied > 0, "the cleaner never ran: {s:?}");
     assert_eq!(s.maintenance_page_reads, 0, "{s:?}");
+}
+
+/// `n` keys, each put with its first 8 bytes as the value, in one commit.
+fn load_keys(db: &Db, n: u32) -> Vec<KeyPath> {
+    let keys: Vec<KeyPath> = (0..n).map(|i| db.key_path(&i.to_le_bytes())).collect();
+    let mut b = db.begin();
+    for k in &keys {
+        b.put(*k, k[..8].to_vec()).unwrap();
+    }
+    db.commit(b.finish().unwrap()).unwrap();
+    keys
+}
+
+/// The next number of a linear congruential sequence (the tests' cheap, seeded randomness).
+fn next(state: &mut u64) -> u64 {
+    *state = state
+        .wrapping_mul(6364136223846793005)
+        .wrapping_add(1442695040888963407);
+    *state
+}
+
+/// One commit putting `value` at `n` keys drawn from `keys`.
+fn put_random(db: &Db, keys: &[KeyPath], state: &mut u64, n: usize, value: &[u8]) {
+    let mut b = db.begin();
+    for _ in 0..n {
+        let k = keys[(next(state) >> 33) as usize % keys.len()];
+        b.put(k, value.to_vec()).unwrap();
+    }
+    db.commit(b.finish().unwrap()).unwrap();
 }
 
 /// The bytes of the segment files in `dir`.
@@ -205,26 +217,11 @@ fn disk_use_after_a_reopen_counts_only_segments_that_exist() {
         ..Options::default()
     };
     let db = Db::open(dir.path(), options.clone()).unwrap();
-    let keys: Vec<KeyPath> = (0..30_000u32)
-        .map(|i| db.key_path(&i.to_le_bytes()))
-        .collect();
-    let mut b = db.begin();
-    for k in &keys {
-        b.put(*k, k[..8].to_vec()).unwrap();
-    }
-    db.commit(b.finish().unwrap()).unwrap();
+    let keys = load_keys(&db, 30_000);
     db.checkpoint().unwrap();
     let mut state = 5u64;
     for round in 0..12u64 {
-        let mut b = db.begin();
-        for _ in 0..2000 {
-            state = state
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            let k = keys[(state >> 33) as usize % keys.len()];
-            b.put(k, round.to_le_bytes().to_vec()).unwrap();
-        }
-        db.commit(b.finish().unwrap()).unwrap();
+        put_random(&db, &keys, &mut state, 2000, &round.to_le_bytes());
     }
     let before = db.stats();
     assert!(

@@ -44,14 +44,24 @@ pub struct SpaceUse {
 }
 
 impl SpaceUse {
+    /// The engine's own figures (as `sprig::Stats` computes them).
+    fn stats(&self) -> sprig::Stats {
+        sprig::Stats {
+            disk_bytes: self.disk_bytes,
+            live_bytes: self.live_bytes,
+            retained_bytes: self.retained_bytes,
+            ..sprig::Stats::default()
+        }
+    }
+
     /// Disk per live byte, not counting what older versions keep (what the cleaner bounds).
     pub fn amplification(&self) -> f64 {
-        self.disk_bytes.saturating_sub(self.retained_bytes) as f64 / self.live_bytes.max(1) as f64
+        self.stats().space_amplification()
     }
 
     /// Disk per live byte, everything counted.
     pub fn total_amplification(&self) -> f64 {
-        self.disk_bytes as f64 / self.live_bytes.max(1) as f64
+        self.stats().total_space_amplification()
     }
 }
 

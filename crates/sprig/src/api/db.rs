@@ -404,12 +404,7 @@ impl Db {
             // Segments no version opened here needs (emptied under a longer retention, or
             // before a crash) go now rather than after the next commit.
             if access == Access::ReadWrite {
-                let deleted = db.inner.log.delete_emptied(
-                    &mut w,
-                    db.inner.versions.oldest_pinned(),
-                    db.inner.head().seq,
-                )?;
-                db.inner.counters.cleaned(0, 0, deleted);
+                db.inner.delete_unneeded_segments(&mut w)?;
             }
             db.inner.record_gauges(&w);
         }

@@ -477,15 +477,14 @@ pub type ValueIndex = imbl::OrdMap<u64, (u32, TableId, KeyPath)>;
 
 /// Blocks the latest version no longer uses but older versions may: the blocks commit `seq`
 /// replaced or freed are needed by the versions before it, and become garbage once no version
-/// older than `seq` is retained or read. Counted so that disk use is judged against all the
-/// data some version needs, not only the latest's (the cleaner can never reclaim these early).
+/// older than `seq` is retained or read. Counted so that the space only older versions keep
+/// is reported apart ([`SegmentTable::retained_blocks`]): no cleaning can reclaim it early.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct HeldBlocks {
     /// Blocks by the commit that released them, then by segment.
     by_commit: BTreeMap<u64, BTreeMap<u32, u64>>,
     /// The same blocks by segment.
     by_segment: BTreeMap<u32, u64>,
-    total: u64,
 }
 
 impl HeldBlocks {
@@ -499,7 +498,6 @@ impl HeldBlocks {
             .entry(segment)
             .or_default() += blocks;
         *self.by_segment.entry(segment).or_default() += blocks;
-        self.total += blocks;
     }
 
     /// Forget the blocks released by commits up to `oldest`, the oldest version still retained
@@ -511,13 +509,16 @@ impl HeldBlocks {
                 break;
             }
             for (segment, blocks) in entry.remove() {
-                if let Some(n) = self.by_segment.get_mut(&segment) {
-                    *n = n.saturating_sub(blocks);
-                    if *n == 0 {
-                        self.by_segment.remove(&segment);
-                    }
+                let n = self.by_segment.entry(segment).or_default();
+                assert!(
+                    *n >= blocks,
+                    "invariant broken: segment {segment} holds {n} blocks for old versions, \
+                     {blocks} released"
+                );
+                *n -= blocks;
+                if *n == 0 {
+                    self.by_segment.remove(&segment);
                 }
-                self.total = self.total.saturating_sub(blocks);
             }
         }
     }
@@ -525,11 +526,6 @@ impl HeldBlocks {
     /// Held blocks in `segment`.
     pub fn in_segment(&self, segment: u32) -> u64 {
         self.by_segment.get(&segment).copied().unwrap_or(0)
-    }
-
-    /// Held blocks in all segments.
-    pub fn total(&self) -> u64 {
-        self.total
     }
 }
 
@@ -721,6 +717,33 @@ mod tests {
         t.value_written(loc(2, 100), 3, 0, [1; 32]);
         t.value_written(loc(3, 1), 1, 0, [2; 32]);
         assert_eq!(t.live_values_in(2), vec![(loc(2, 100), 0, [1; 32])]);
+    }
+
+    #[test]
+    fn held_blocks_go_with_the_versions_that_need_them() {
+        let mut t = SegmentTable::new(100);
+        t.segments.insert(2, SegmentMeta::default());
+        t.add_pages(loc(1, 0), 1);
+        t.add_pages(loc(2, 0), 1);
+        t.add_pages(loc(2, 1), 1);
+        t.active = 3;
+        for id in [1, 2] {
+            t.segments.entry(id).or_default().used_blocks = 10;
+        }
+        // Commit 5 replaces the page in segment 1 (left with nothing live), commit 6 one of
+        // segment 2's.
+        t.page_released(loc(1, 0), 5);
+        t.page_released(loc(2, 0), 6);
+        assert_eq!((t.held.in_segment(1), t.held.in_segment(2)), (1, 1));
+        // Segment 1 waits whole for the old versions; segment 2 keeps one block for them.
+        assert_eq!(t.retained_blocks(), 10 + 1);
+        // Version 5 is the oldest retained: commit 5's blocks are garbage, commit 6's are not.
+        t.held.release_up_to(Some(5));
+        assert_eq!((t.held.in_segment(1), t.held.in_segment(2)), (0, 1));
+        assert_eq!(t.retained_blocks(), 1);
+        // Only the latest version is left.
+        t.held.release_up_to(None);
+        assert_eq!(t.retained_blocks(), 0);
     }
 
     #[test]

@@ -94,30 +94,39 @@ impl Inner {
         if w.log_position()?.1 >= self.options.checkpoint_log_bytes {
             self.checkpoint_locked(w)?;
         }
-        let deleted =
-            self.log
-                .delete_emptied(w, self.versions.oldest_pinned(), self.head().seq)?;
-        self.counters.cleaned(0, 0, deleted);
+        self.delete_unneeded_segments(w)?;
         self.record_gauges(w);
         Ok(())
     }
 
-    /// Set the size gauges of [`crate::telemetry`] to what the latest version holds (O(1)).
+    /// Delete the emptied segments no retained or read version needs (see
+    /// [`crate::log::Log::delete_emptied`]), and count them.
+    pub fn delete_unneeded_segments(&self, w: &mut Writer) -> Result<()> {
+        let deleted =
+            self.log
+                .delete_emptied(w, self.versions.oldest_pinned(), self.head().seq)?;
+        self.counters.cleaned(0, 0, deleted);
+        Ok(())
+    }
+
+    /// Set the size gauges of [`crate::telemetry`] to what the latest version holds (a pass
+    /// over the segment table, no I/O).
     pub fn record_gauges(&self, w: &Writer) {
         let m = &self.counters.metrics;
         let head = self.head();
         let block = crate::io::BLOCK_BYTES as f64;
-        let disk = w.table.used_blocks() as f64 * block;
-        let live = w.table.live_blocks() as f64 * block;
-        let retained = w.table.retained_blocks();
-        let counted = w.table.used_blocks().saturating_sub(retained) as f64 * block;
+        let (used, live, retained) = (
+            w.table.used_blocks(),
+            w.table.live_blocks(),
+            w.table.retained_blocks(),
+        );
         m.seq.set(head.seq as f64);
         m.entries.set(head.tables.total_len() as f64);
-        m.disk_bytes.set(disk);
-        m.live_bytes.set(live);
+        m.disk_bytes.set(used as f64 * block);
+        m.live_bytes.set(live as f64 * block);
         m.retained_bytes.set(retained as f64 * block);
         m.space_amplification
-            .set(if live > 0.0 { counted / live } else { 1.0 });
+            .set(crate::stats::amplification(used.saturating_sub(retained), live));
         m.cached_pages.set(self.cache.len() as f64);
         m.retained_versions
             .set(self.versions.retained_count() as f64);
