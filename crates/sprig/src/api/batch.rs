@@ -40,6 +40,9 @@ struct TableBatch {
     changes: BTreeMap<KeyPath, Op>,
     reads: BTreeSet<KeyPath>,
     pages: HashMap<Prefix, Arc<Page>>,
+    /// The region (in the base version) of every key whose page is loaded, so that a key is
+    /// found in the directory once per batch, not at each of its prefetch, get and finish.
+    located: HashMap<KeyPath, Prefix>,
 }
 
 /// A set of reads and changes on one version, not yet applied. Changes to any number of
@@ -218,15 +221,15 @@ impl WriteBatch {
         self.loaded_value(table, key)
     }
 
-    /// The value of `key` in `table` in the base version, its page already loaded.
+    /// The value of `key` in `table` in the base version, its page already loaded (by a
+    /// prefetch, which also recorded the key's region).
     fn loaded_value(&self, table: &Table, key: &KeyPath) -> Result<Option<Vec<u8>>> {
-        let dir = table.dir(&self.base.tables)?;
-        let (prefix, _) = dir.locate(key);
-        let page = self
-            .tables
-            .get(&table.id)
-            .and_then(|t| t.pages.get(&prefix))
-            .cloned();
+        let t = self.tables.get(&table.id);
+        let prefix = match t.and_then(|t| t.located.get(key)) {
+            Some(prefix) => *prefix,
+            None => table.dir(&self.base.tables)?.locate(key).0,
+        };
+        let page = t.and_then(|t| t.pages.get(&prefix)).cloned();
         match page.as_ref().and_then(|p| p.get(key)) {
             Some(v) => self
                 .inner
@@ -445,10 +448,16 @@ impl WriteBatch {
         let t = self.tables.entry(table.id).or_default();
         let mut wanted: Vec<(Prefix, PageRef)> = Vec::new();
         let mut located = Vec::with_capacity(keys.len());
+        let mut found = Vec::with_capacity(keys.len());
         let mut queued = HashSet::new();
         for key in keys {
+            if let Some(prefix) = t.located.get(key) {
+                located.push(*prefix);
+                continue;
+            }
             let (prefix, page) = dir.locate(key);
             located.push(prefix);
+            found.push((*key, prefix));
             if let Some(r) = page {
                 if !t.pages.contains_key(&prefix) && queued.insert(prefix) {
                     wanted.push((prefix, r));
@@ -459,6 +468,9 @@ impl WriteBatch {
         for ((prefix, _), page) in wanted.into_iter().zip(loaded) {
             t.pages.insert(prefix, page);
         }
+        // Only now, with their pages loaded, are these keys' regions known to be in memory.
+        t.located.reserve(found.len());
+        t.located.extend(found);
         Ok(located)
     }
 

@@ -185,6 +185,9 @@ pub struct Page {
     prefix: Prefix,
     stamp: Stamp,
     offsets: Vec<u16>,
+    /// How many entries point into the value log (most pages: none, and then nothing needs
+    /// relocating when the page is written).
+    external: u16,
 }
 
 impl std::fmt::Debug for Page {
@@ -358,11 +361,15 @@ impl Page {
         let body_end = PAGE_HEADER_BYTES + used;
         let mut offsets = Vec::with_capacity(count.min(PAGE_BODY_BYTES / INLINE_OVERHEAD_BYTES));
         let mut last: Option<&KeyPath> = None;
+        let mut external = 0u16;
         for _ in 0..count {
             let start = r.at;
             let (key, value) = r.entry()?;
-            if !in_memory && value.external().is_some_and(|x| x.loc == UNWRITTEN) {
-                return Err(PageError::Malformed("value location never written"));
+            if let Some(x) = value.external() {
+                if !in_memory && x.loc == UNWRITTEN {
+                    return Err(PageError::Malformed("value location never written"));
+                }
+                external += 1;
             }
             if r.at > body_end {
                 return Err(PageError::Malformed("entries overrun the used bytes"));
@@ -384,6 +391,7 @@ impl Page {
             prefix,
             stamp,
             offsets,
+            external,
         })
     }
 
@@ -643,6 +651,9 @@ impl Page {
         &self,
         mut relocate: impl FnMut(&KeyPath, &ExternalValue) -> Option<u64>,
     ) -> Result<Option<Page>, PageError> {
+        if self.external == 0 {
+            return Ok(None);
+        }
         let mut changed = false;
         let items: Vec<(KeyPath, ValueRef<'_>)> = self
             .iter()
@@ -909,6 +920,47 @@ mod tests {
         assert_eq!(back.seq(), 42);
         assert_eq!(back.get(&items[3].0), Some(items[3].1));
         assert_eq!(back.get(&[0xff; 32]), None);
+    }
+
+    #[test]
+    fn relocation_rewrites_only_pages_with_external_values() {
+        let values = sorted_values(40, 8);
+        let inline = Page::build(Hasher::Blake3, Prefix::root(), 7, &refs(&values)).unwrap();
+        // No value-log pointer: nothing to relocate, and the callback is never asked.
+        let mut asked = 0;
+        let none = inline
+            .with_relocated_values(|_, _| {
+                asked += 1;
+                Some(1)
+            })
+            .unwrap();
+        assert!(none.is_none());
+        assert_eq!(asked, 0);
+
+        let mut items = refs(&values);
+        for i in [4, 9] {
+            items[i].1 = ValueRef::External(ExternalValue {
+                loc: 100 + i as u64,
+                len: 5000,
+                hash: [i as u8; 32],
+            });
+        }
+        let page = Page::build(Hasher::Blake3, Prefix::root(), 7, &items).unwrap();
+        // Asked for both pointers; only one moves.
+        let mut seen = Vec::new();
+        let moved = page
+            .with_relocated_values(|k, x| {
+                seen.push((*k, x.loc));
+                (x.loc == 109).then_some(900)
+            })
+            .unwrap()
+            .expect("a pointer moved");
+        assert_eq!(seen, vec![(items[4].0, 104), (items[9].0, 109)]);
+        let at = |p: &Page, i: usize| p.get(&items[i].0).and_then(|v| v.external()).map(|x| x.loc);
+        assert_eq!((at(&moved, 4), at(&moved, 9)), (Some(104), Some(900)));
+        assert_eq!(moved.buckets(), page.buckets());
+        // Pointers that stay where they are: no new page.
+        assert!(page.with_relocated_values(|_, x| Some(x.loc)).unwrap().is_none());
     }
 
     #[test]
