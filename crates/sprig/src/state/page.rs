@@ -441,6 +441,20 @@ impl Page {
         }
     }
 
+    /// The key of the entry at `offset` (validated when the page was decoded), without
+    /// decoding its value: what a search compares.
+    fn key_at(&self, offset: u16) -> &KeyPath {
+        let at = usize::from(offset);
+        match self
+            .bytes
+            .get(at..at + ENTRY_KEY_BYTES)
+            .and_then(|b| <&KeyPath>::try_from(b).ok())
+        {
+            Some(key) => key,
+            None => panic!("invariant broken: page entry at validated offset {offset} is cut"),
+        }
+    }
+
     /// Entry `i` (in key order).
     pub fn entry(&self, i: usize) -> Option<EntryRef<'_>> {
         self.offsets.get(i).map(|o| self.entry_at(*o))
@@ -459,7 +473,7 @@ impl Page {
     /// The value of `key`, if present.
     pub fn get(&self, key: &KeyPath) -> Option<ValueRef<'_>> {
         self.offsets
-            .binary_search_by(|o| self.entry_at(*o).key.cmp(key))
+            .binary_search_by(|o| self.key_at(*o).cmp(key))
             .ok()
             .and_then(|i| self.entry(i))
             .map(|e| e.value)
