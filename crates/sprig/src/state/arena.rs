@@ -348,19 +348,26 @@ impl Arena {
         id
     }
 
+    /// Drop one reference to `id`; whether it was the last.
+    fn release_one(&self, id: NodeId) -> bool {
+        let Some(refs) = self.refs(id) else {
+            return false;
+        };
+        let before = refs.fetch_sub(1, Ordering::Release);
+        assert!(before > 0, "invariant broken: releasing a freed directory node");
+        before == 1
+    }
+
     /// Drop a reference to `id`, freeing it (and what only it held) when it was the last.
     pub fn release(&self, id: NodeId) {
-        let mut pending = vec![id];
-        while let Some(id) = pending.pop() {
-            let Some(refs) = self.refs(id) else {
-                continue;
-            };
-            let before = refs.fetch_sub(1, Ordering::Release);
-            assert!(before > 0, "invariant broken: releasing a freed directory node");
-            if before != 1 {
-                continue;
-            }
-            // The last reference: every use of the node happened before this point.
+        // Most releases drop a shared reference: they need no list of nodes to free.
+        if !self.release_one(id) {
+            return;
+        }
+        // Nodes whose last reference is gone.
+        let mut gone = vec![id];
+        while let Some(id) = gone.pop() {
+            // Every use of the node happened before this point.
             fence(Ordering::Acquire);
             if let Some(i) = id.page_index() {
                 let m = self.pages.load(i, P_MEMORY);
@@ -373,8 +380,11 @@ impl Arena {
                 }
                 self.pages.release(i);
             } else if let Some(i) = id.branch_index() {
-                pending.push(NodeId(self.branches.load(i, B_LEFT)));
-                pending.push(NodeId(self.branches.load(i, B_RIGHT)));
+                for child in [B_LEFT, B_RIGHT].map(|f| NodeId(self.branches.load(i, f))) {
+                    if self.release_one(child) {
+                        gone.push(child);
+                    }
+                }
                 self.branches.release(i);
             }
         }

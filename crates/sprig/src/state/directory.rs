@@ -438,7 +438,8 @@ impl Directory {
             let first = regions.first().copied().unwrap_or(pos);
             return Err(DirectoryError::RegionInsidePage(first));
         };
-        if regions.contains(&pos) {
+        // Sorted by bits then depth, a region at `pos` itself would come first.
+        if regions.first() == Some(&pos) {
             return Err(DirectoryError::Overlap(pos));
         }
         let depth = pos.depth();

@@ -59,26 +59,23 @@ pub(crate) fn rewrite_regions(
     keys: &[KeyPath],
     changes: &[Change],
 ) -> Result<Vec<Rewritten>> {
-    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-    if works.len() < PARALLEL_MIN_REGIONS || threads < 2 {
-        return works
-            .iter()
+    let threads = cores();
+    let one = |part: &[RegionWork]| {
+        part.iter()
             .map(|w| rewrite_region(arena, hasher, stamp, w, keys, changes))
-            .collect();
+            .collect::<Result<Vec<_>>>()
+    };
+    if works.len() < PARALLEL_MIN_REGIONS || threads < 2 {
+        return one(works);
     }
     let chunk = works.len().div_ceil(threads);
     std::thread::scope(|s| {
-        let handles: Vec<_> = works
-            .chunks(chunk)
-            .map(|part| {
-                s.spawn(move || {
-                    part.iter()
-                        .map(|w| rewrite_region(arena, hasher, stamp, w, keys, changes))
-                        .collect::<Result<Vec<_>>>()
-                })
-            })
-            .collect();
-        let mut out = Vec::with_capacity(works.len());
+        let mut parts = works.chunks(chunk);
+        // The calling thread takes the first part itself; helpers take the rest.
+        let first = parts.next().unwrap_or_default();
+        let handles: Vec<_> = parts.map(|part| s.spawn(move || one(part))).collect();
+        let mut out = one(first)?;
+        out.reserve(works.len().saturating_sub(out.len()));
         for h in handles {
             let part = h
                 .join()
@@ -87,6 +84,13 @@ pub(crate) fn rewrite_regions(
         }
         Ok(out)
     })
+}
+
+/// The cores this process may use, asked once (the answer reads files under `/proc` and
+/// `/sys` on Linux).
+fn cores() -> usize {
+    static CORES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *CORES.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
 }
 
 fn rewrite_region(
