@@ -16,8 +16,11 @@ use crate::state::version::{overlay_bytes, OverlayParts, OverlayState};
 use crate::state::versions::Pin;
 use crate::stats::ReadKind;
 use crate::write::engine::Inner;
-use crate::write::rewrite::{branches_above, merge_sparse, rewrite_regions, RegionWork};
+use crate::write::rewrite::{
+    branches_above, cores, merge_sparse, rewrite_regions, RegionWork, PARALLEL_MIN_REGIONS,
+};
 use crate::write::{Change, Region};
+use sprig_core::proof::ProofNode;
 use sprig_core::trie::{KeyPath, Node};
 use sprig_core::{MultiProof, Witness};
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
@@ -623,36 +626,13 @@ impl WriteBatch {
         let rewritten =
             rewrite_regions(base_dir.arena(), hasher, stamp, &works, &touched, &changes)?;
 
-        let by_prefix: HashMap<Prefix, usize> = works
+        // The proof nodes below each region, by position, for the witness.
+        let mut rewritten = rewritten;
+        let below: HashMap<Prefix, Vec<ProofNode>> = works
             .iter()
-            .enumerate()
-            .map(|(i, w)| (w.prefix, i))
+            .zip(rewritten.iter_mut())
+            .map(|(w, r)| (w.prefix, std::mem::take(&mut r.proof)))
             .collect();
-        let mut proof = Vec::new();
-        base_dir
-            .prove(
-                &touched,
-                &mut |prefix, _, _, out| {
-                    if let Some(r) = by_prefix.get(prefix).and_then(|i| rewritten.get(*i)) {
-                        out.extend_from_slice(&r.proof);
-                        Ok(())
-                    } else {
-                        Err(crate::state::directory::DirectoryError::PageMissing(
-                            *prefix,
-                        ))
-                    }
-                },
-                &mut proof,
-            )
-            .map_err(|e| Error::corruption("<directory>", 0, e.to_string()))?;
-        out.witnesses.insert(
-            id,
-            Witness {
-                keys: touched,
-                proof: MultiProof { nodes: proof },
-            },
-        );
-
         let mut regions: Vec<Region> = Vec::new();
         *hashes_needed += branches_above(
             works
@@ -676,7 +656,48 @@ impl WriteBatch {
                 out.new_values.insert((id, key), v);
             }
         }
-        let (dir, regions, merges) = merge_sparse(&self.inner, &base_dir, regions, stamp)?;
+        // The witness (a walk of the base directory) and the new directory (path copies and
+        // merges) need nothing of each other: a large batch computes them on two cores.
+        let prove = || -> Result<Vec<ProofNode>> {
+            let mut proof = Vec::new();
+            base_dir
+                .prove(
+                    &touched,
+                    &mut |prefix, _, _, out| match below.get(prefix) {
+                        Some(nodes) => {
+                            out.extend_from_slice(nodes);
+                            Ok(())
+                        }
+                        None => Err(crate::state::directory::DirectoryError::PageMissing(
+                            *prefix,
+                        )),
+                    },
+                    &mut proof,
+                )
+                .map_err(|e| Error::corruption("<directory>", 0, e.to_string()))?;
+            Ok(proof)
+        };
+        let inner = &self.inner;
+        let (proof, merged) = if works.len() >= PARALLEL_MIN_REGIONS && cores() > 1 {
+            std::thread::scope(|s| {
+                let prover = s.spawn(prove);
+                let merged = merge_sparse(inner, &base_dir, regions, stamp);
+                let proof = prover
+                    .join()
+                    .map_err(|_| Error::internal("the witness prover panicked"))?;
+                Ok::<_, Error>((proof, merged))
+            })?
+        } else {
+            (prove(), merge_sparse(inner, &base_dir, regions, stamp))
+        };
+        out.witnesses.insert(
+            id,
+            Witness {
+                keys: touched,
+                proof: MultiProof { nodes: proof? },
+            },
+        );
+        let (dir, regions, merges) = merged?;
         out.merges += merges;
         if !regions.is_empty() {
             out.regions.insert(id, regions);

@@ -21,7 +21,7 @@ use std::sync::Arc;
 /// Branches holding at most this many entries are merged into one page when it fits.
 const MERGE_MAX_ENTRIES: u64 = 16;
 /// Below this many regions a commit's rewrite runs on one thread.
-const PARALLEL_MIN_REGIONS: usize = 64;
+pub(crate) const PARALLEL_MIN_REGIONS: usize = 64;
 
 /// One region a batch touches: its position, its page (if it has one), and the runs of the
 /// batch's sorted keys and changes that fall in it.
@@ -88,7 +88,7 @@ pub(crate) fn rewrite_regions(
 
 /// The cores this process may use, asked once (the answer reads files under `/proc` and
 /// `/sys` on Linux).
-fn cores() -> usize {
+pub(crate) fn cores() -> usize {
     static CORES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
     *CORES.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
 }
