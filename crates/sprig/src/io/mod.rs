@@ -189,8 +189,20 @@ pub trait Storage: Send + Sync {
     /// Perform many reads; backends with asynchronous I/O keep them all in flight at once.
     /// Fails with the first error met.
     fn read_batch(&self, requests: &mut [ReadRequest<'_>]) -> io::Result<()> {
-        for r in requests.iter_mut() {
+        self.read_batch_each(requests, &mut |_, _| {})
+    }
+    /// [`Storage::read_batch`], handing each request's index and filled buffer to `done` as
+    /// soon as its read completes (in completion order), so that the caller checks and
+    /// decodes one page while the others are still in flight. `done` is called only for
+    /// reads that returned every byte asked for; the batch still fails with the first error.
+    fn read_batch_each(
+        &self,
+        requests: &mut [ReadRequest<'_>],
+        done: &mut dyn FnMut(usize, &BlockBuf),
+    ) -> io::Result<()> {
+        for (i, r) in requests.iter_mut().enumerate() {
             r.file.read_at(r.buf.as_bytes_mut(), r.offset)?;
+            done(i, &r.buf);
         }
         Ok(())
     }

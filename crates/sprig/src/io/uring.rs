@@ -3,7 +3,7 @@
 //! of one latency per page. Everything else (writes, syncs, file management) is the portable
 //! backend's: commits write long sequential runs, for which one `pwrite` is already the best.
 
-use super::{OpenOptions, PosixStorage, ReadRequest, Storage, StorageFile};
+use super::{BlockBuf, OpenOptions, PosixStorage, ReadRequest, Storage, StorageFile};
 use io_uring::{opcode, types, IoUring};
 use std::cell::RefCell;
 use std::io;
@@ -71,7 +71,11 @@ fn with_ring(f: impl FnOnce(&mut IoUring) -> Result<(), BatchError>) -> io::Resu
 /// Returns only when no submitted read is outstanding. If the ring itself fails while reads
 /// are in flight, their buffers are leaked (never freed while the kernel might write into
 /// them) and the thread's ring is discarded.
-fn read_all(ring: &mut IoUring, requests: &mut [ReadRequest<'_>]) -> Result<(), BatchError> {
+fn read_all(
+    ring: &mut IoUring,
+    requests: &mut [ReadRequest<'_>],
+    done: &mut dyn FnMut(usize, &BlockBuf),
+) -> Result<(), BatchError> {
     let mut next = 0usize;
     let mut in_flight: Vec<usize> = Vec::with_capacity(QUEUE_DEPTH as usize);
     let mut first_error: Option<io::Error> = None;
@@ -85,11 +89,12 @@ fn read_all(ring: &mut IoUring, requests: &mut [ReadRequest<'_>]) -> Result<(), 
             };
             let Some(fd) = request.file.raw_fd() else {
                 // Not a file of ours: read it synchronously.
-                if let Err(e) = request
+                match request
                     .file
                     .read_at(request.buf.as_bytes_mut(), request.offset)
                 {
-                    first_error = Some(e);
+                    Ok(()) => done(next, &request.buf),
+                    Err(e) => first_error = Some(e),
                 }
                 next += 1;
                 continue;
@@ -147,6 +152,9 @@ fn read_all(ring: &mut IoUring, requests: &mut [ReadRequest<'_>]) -> Result<(), 
                     io::ErrorKind::UnexpectedEof,
                     format!("short read: {result} of {expected} bytes"),
                 ));
+            } else if let Some(r) = requests.get(index) {
+                // The kernel is done with this buffer; the others may still be in flight.
+                done(index, &r.buf);
             }
         }
     }
@@ -195,11 +203,19 @@ impl Storage for UringStorage {
         self.posix.sync_dir()
     }
 
-    fn read_batch(&self, requests: &mut [ReadRequest<'_>]) -> io::Result<()> {
+    fn read_batch_each(
+        &self,
+        requests: &mut [ReadRequest<'_>],
+        done: &mut dyn FnMut(usize, &BlockBuf),
+    ) -> io::Result<()> {
         match requests {
             [] => Ok(()),
-            [one] => one.file.read_at(one.buf.as_bytes_mut(), one.offset),
-            _ => with_ring(|ring| read_all(ring, requests)),
+            [one] => {
+                one.file.read_at(one.buf.as_bytes_mut(), one.offset)?;
+                done(0, &one.buf);
+                Ok(())
+            }
+            _ => with_ring(|ring| read_all(ring, requests, done)),
         }
     }
 }
@@ -207,7 +223,7 @@ impl Storage for UringStorage {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::io::{BlockBuf, BLOCK_BYTES};
+    use crate::io::BLOCK_BYTES;
 
     #[test]
     fn batched_reads_return_what_was_written() {
@@ -240,7 +256,16 @@ mod tests {
                 buf: BlockBuf::zeroed(1),
             })
             .collect();
-        storage.read_batch(&mut requests).unwrap();
+        // Every completed read is handed over once, already filled, as it completes.
+        let mut seen = vec![0u32; requests.len()];
+        storage
+            .read_batch_each(&mut requests, &mut |j, buf| {
+                let i = 299 - j;
+                assert!(buf.as_bytes().iter().all(|&x| x == (i % 251) as u8), "{j}");
+                seen[j] += 1;
+            })
+            .unwrap();
+        assert!(seen.iter().all(|&n| n == 1), "{seen:?}");
         for r in &requests {
             let i = r.offset as usize / BLOCK_BYTES;
             assert!(r.buf.as_bytes().iter().all(|&x| x == (i % 251) as u8));
@@ -258,6 +283,9 @@ mod tests {
                 buf: BlockBuf::zeroed(1),
             },
         ];
-        assert!(storage.read_batch(&mut requests).is_err());
+        let mut seen = Vec::new();
+        let result = storage.read_batch_each(&mut requests, &mut |j, _| seen.push(j));
+        assert!(result.is_err());
+        assert_eq!(seen, vec![0], "only the read that succeeded is handed over");
     }
 }

@@ -277,6 +277,16 @@ impl Segments {
     /// Read the blocks at the given locations, all in flight at once. Only the locations are
     /// checked (against the segment size), not what is read.
     pub fn read_blocks(&self, locs: &[u64]) -> Result<Vec<BlockBuf>> {
+        self.read_blocks_each(locs, &mut |_, _| {})
+    }
+
+    /// [`Segments::read_blocks`], handing each block (with its index in `locs`) to `done` as
+    /// soon as it is read, while the others are still in flight.
+    pub fn read_blocks_each(
+        &self,
+        locs: &[u64],
+        done: &mut dyn FnMut(usize, &BlockBuf),
+    ) -> Result<Vec<BlockBuf>> {
         let files: Vec<Arc<dyn StorageFile>> = locs
             .iter()
             .map(|l| {
@@ -295,7 +305,7 @@ impl Segments {
                 buf: BlockBuf::zeroed(1),
             })
             .collect();
-        self.storage.read_batch(&mut requests).map_err(|e| {
+        self.storage.read_batch_each(&mut requests, done).map_err(|e| {
             let (file, offset) = match locs {
                 [one] => (segment_file_name(loc_segment(*one)), loc_offset(*one)),
                 _ => (format!("{} pages in segment files", locs.len()), 0),
@@ -314,6 +324,32 @@ impl Segments {
             verify_page_checksum(b.as_bytes(), *l, *sum)?;
         }
         Ok(blocks)
+    }
+
+    /// Read pages at the given locations, all in flight at once: each is checked against its
+    /// checksum and handed (with its index in `wanted`) to `done` as soon as it is read, so
+    /// that decoding it overlaps the reads still in flight. Fails with a read error if any
+    /// read failed, else with the first error of a check or of `done` (after which `done` is
+    /// not called again).
+    pub fn read_pages_each(
+        &self,
+        wanted: &[(u64, u64, Prefix)],
+        done: &mut dyn FnMut(usize, &[u8]) -> Result<()>,
+    ) -> Result<()> {
+        let locs: Vec<u64> = wanted.iter().map(|(l, _, _)| *l).collect();
+        let mut first: Option<Error> = None;
+        self.read_blocks_each(&locs, &mut |i, block| {
+            if first.is_some() {
+                return;
+            }
+            let checked = match wanted.get(i) {
+                Some((l, sum, _)) => verify_page_checksum(block.as_bytes(), *l, *sum)
+                    .and_then(|()| done(i, block.as_bytes())),
+                None => Err(Error::internal("a read completed that was never asked for")),
+            };
+            first = checked.err();
+        })?;
+        first.map_or(Ok(()), Err)
     }
 
     /// Read and decode one page, checked against its checksum and region.

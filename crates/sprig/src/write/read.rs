@@ -66,15 +66,21 @@ impl Inner {
         self.counters.cache_hits(hits);
         if !misses.is_empty() {
             let requests: Vec<(u64, u64, Prefix)> = misses.iter().map(|(_, r)| *r).collect();
-            let blocks = self.log.segments.read_pages(&requests)?;
-            self.counters.page_reads(kind, blocks.len() as u64);
-            for ((i, (l, _, prefix)), block) in misses.iter().zip(blocks.iter()) {
-                let page = Arc::new(decode_page_at(block.as_bytes(), *l, prefix)?);
+            // Each page is decoded as soon as it arrives, while the rest are in flight.
+            self.log.segments.read_pages_each(&requests, &mut |j, bytes| {
+                let (i, (l, _, prefix)) = misses
+                    .get(j)
+                    .ok_or_else(|| Error::internal("a page read that was never asked for"))?;
+                let page = Arc::new(decode_page_at(bytes, *l, prefix)?);
                 if fill_cache {
                     self.cache.insert(*l, page.clone());
                 }
-                out[*i] = Some(page);
-            }
+                if let Some(slot) = out.get_mut(*i) {
+                    *slot = Some(page);
+                }
+                Ok(())
+            })?;
+            self.counters.page_reads(kind, requests.len() as u64);
         }
         out.into_iter()
             .map(|p| p.ok_or_else(|| Error::internal("a page asked for was not loaded")))
