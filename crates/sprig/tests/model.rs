@@ -14,6 +14,8 @@ enum Op {
     Put(usize, Vec<u8>),
     Delete(usize),
     Get(usize),
+    /// Many keys at once (repeats allowed), through `get_many`.
+    GetMany(Vec<usize>),
     Commit,
     Checkpoint,
     Clean,
@@ -55,6 +57,7 @@ fn op_strategy(keys: usize) -> impl Strategy<Value = Op> {
         30 => (0..keys, value_strategy()).prop_map(|(k, v)| Op::Put(k, v)),
         10 => (0..keys).prop_map(Op::Delete),
         8 => (0..keys).prop_map(Op::Get),
+        3 => proptest::collection::vec(0..keys, 0..40).prop_map(Op::GetMany),
         6 => Just(Op::Commit),
         1 => Just(Op::Checkpoint),
         1 => Just(Op::Clean),
@@ -206,6 +209,14 @@ fn run_in(place: Place, ops: Vec<Op>, hasher: Hasher, cache: u64, seed: u64) {
                 let got = batch.get(&keys[k]).unwrap();
                 assert_eq!(got.as_deref(), staged.get(&keys[k]), "read-your-writes");
             }
+            Op::GetMany(ks) => {
+                let asked: Vec<KeyPath> = ks.iter().map(|k| keys[*k]).collect();
+                let got = batch.get_many(&asked).unwrap();
+                assert_eq!(got.len(), asked.len());
+                for (key, value) in asked.iter().zip(&got) {
+                    assert_eq!(value.as_deref(), staged.get(key), "read-your-writes, many");
+                }
+            }
             Op::Commit => {
                 let pending = batch.finish().unwrap();
                 assert_eq!(pending.root(), staged.root(), "pending root");
@@ -293,4 +304,67 @@ proptest! {
         let place = Place::Disk { backend: IoBackend::IoUringRequired, direct_io: true };
         run_in(place, ops, Hasher::Blake3, 0, seed);
     }
+}
+
+/// A `get_many` large enough to be spread over every core answers what one `get` per key
+/// answers, for keys stored, absent, put, deleted, upserted (resolved), large (in the value
+/// log) and repeated.
+#[test]
+fn get_many_on_every_core_equals_one_get_per_key() {
+    use sprig::TableOptions;
+    let db = Db::open_in_memory(Options {
+        page_cache_bytes: 0,
+        ..Options::default()
+    })
+    .unwrap();
+    let key = |i: u64| db.key_path(&i.to_le_bytes());
+    let value = |i: u64| {
+        if i.is_multiple_of(97) {
+            vec![i as u8; 1500] // in the value log
+        } else {
+            i.to_le_bytes().to_vec()
+        }
+    };
+    let stored: Vec<(KeyPath, Vec<u8>)> = (0..6000).map(|i| (key(i), value(i))).collect();
+    db.bulk_load(stored.iter().cloned(), &mut |_| {}).unwrap();
+    let counters = db
+        .create_table("counters", TableOptions::resolver("add-u64"))
+        .unwrap();
+    let mut batch = db.begin();
+    for i in 0..3000u64 {
+        batch.put_in(&counters, key(i), i.to_le_bytes()).unwrap();
+    }
+    db.commit(batch.finish().unwrap()).unwrap();
+
+    let mut batch = db.begin();
+    for i in (0..6000u64).step_by(7) {
+        batch.put(key(i), b"changed".to_vec()).unwrap();
+    }
+    for i in (3..6000u64).step_by(11) {
+        batch.delete(key(i));
+    }
+    for i in (0..4000u64).step_by(5) {
+        batch
+            .upsert_in(&counters, key(i), 1u64.to_le_bytes())
+            .unwrap();
+    }
+    // Present, absent (6000..9000) and every key twice.
+    let asked: Vec<KeyPath> = (0..9000u64).chain(0..9000).map(key).collect();
+    for table in [sprig::Table::default_table(), counters.clone()] {
+        let many = batch.get_many_in(&table, &asked).unwrap();
+        let one: Vec<Option<Vec<u8>>> = asked
+            .iter()
+            .map(|k| batch.get_in(&table, k).unwrap())
+            .collect();
+        assert_eq!(many.len(), asked.len());
+        assert!(
+            many == one,
+            "get_many disagrees with get in table {}",
+            table.name()
+        );
+        assert!(many.iter().filter(|v| v.is_some()).count() > 2000);
+    }
+    // Every key asked joined the witness.
+    let pending = batch.finish().unwrap();
+    assert_eq!(pending.witness().keys.len(), 9000);
 }

@@ -1,5 +1,6 @@
-//! Sprig behind the [`Engine`] interface: a write batch per benchmark batch, its reads
-//! prefetched together (io_uring), `finish` for the root and witness, then `commit`. In
+//! Sprig behind the [`Engine`] interface: a write batch per benchmark batch, its reads one
+//! `get_many` (pages read together through io_uring, values found on every core), `finish`
+//! for the root and witness, then `commit`. In
 //! pipelined mode the engine's commit pipeline ([`sprig::Pipeline`]) builds the next batch on
 //! top of the previous one (a stacked overlay) while its thread makes the previous one
 //! durable, in order.
@@ -146,19 +147,27 @@ impl Engine for SprigEngine {
         let prefetch = self.prefetch;
         let tables = self.tables.clone();
         let batch = self.batch()?;
-        if prefetch {
-            for t in &tables {
-                let mine: Vec<KeyPath> = keys
-                    .iter()
-                    .filter(|k| table_of(&tables, k) == t)
-                    .copied()
-                    .collect();
-                batch.prefetch_in(t, &mine)?;
-            }
+        if !prefetch {
+            return keys
+                .iter()
+                .map(|key| Ok(batch.get_in(table_of(&tables, key), key)?))
+                .collect();
         }
-        let mut out = Vec::with_capacity(keys.len());
-        for key in keys {
-            out.push(batch.get_in(table_of(&tables, key), key)?);
+        // One get_many per table (all its page reads in flight at once), answers put back in
+        // the keys' order.
+        let mut out: Vec<Option<Vec<u8>>> = vec![None; keys.len()];
+        for t in &tables {
+            let (at, mine): (Vec<usize>, Vec<KeyPath>) = keys
+                .iter()
+                .enumerate()
+                .filter(|(_, k)| table_of(&tables, k) == t)
+                .map(|(i, k)| (i, *k))
+                .unzip();
+            for (i, value) in at.into_iter().zip(batch.get_many_in(t, &mine)?) {
+                if let Some(slot) = out.get_mut(i) {
+                    *slot = value;
+                }
+            }
         }
         Ok(out)
     }

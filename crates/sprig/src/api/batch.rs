@@ -15,9 +15,10 @@ use crate::state::version::Version;
 use crate::state::version::{overlay_bytes, OverlayParts, OverlayState};
 use crate::state::versions::Pin;
 use crate::stats::ReadKind;
+use crate::write::cores::{cores, map_on_cores};
 use crate::write::engine::Inner;
 use crate::write::rewrite::{
-    branches_above, cores, merge_sparse, rewrite_regions, RegionWork, PARALLEL_MIN_REGIONS,
+    branches_above, merge_sparse, rewrite_regions, RegionWork, PARALLEL_MIN_REGIONS,
 };
 use crate::write::{Change, Region};
 use sprig_core::proof::ProofNode;
@@ -36,6 +37,9 @@ enum Op {
     /// Combine with the stored value by the table's resolver (or set, when absent).
     Upsert(Vec<u8>),
 }
+
+/// Below this many keys, `get_many` finds their values on the calling thread alone.
+const GET_MANY_PARALLEL_MIN: usize = 2048;
 
 /// The reads, changes and loaded pages of one table in a batch.
 #[derive(Default)]
@@ -203,18 +207,94 @@ impl WriteBatch {
     pub fn get_in(&mut self, table: &Table, key: &KeyPath) -> Result<Option<Vec<u8>>> {
         let t = self.table_mut(table)?;
         t.reads.insert(*key);
-        match t.changes.get(key).cloned() {
+        let op = t.changes.get(key).cloned();
+        let stored = match op {
+            Some(Op::Put(_) | Op::Delete) => None,
+            Some(Op::Upsert(_)) | None => self.stored(table, key)?,
+        };
+        self.as_seen(table, key, op, stored)
+    }
+
+    /// The values of `keys` in the default table as this batch sees them (see
+    /// [`WriteBatch::get`]), in the keys' order: their pages are read all in flight at once
+    /// and, for many keys, the values are found on every core. Every key joins the witness.
+    ///
+    /// ```
+    /// # fn main() -> sprig::Result<()> {
+    /// let db = sprig::Db::open_in_memory(sprig::Options::default())?;
+    /// let mut batch = db.begin();
+    /// batch.put([1u8; 32], "a")?;
+    /// db.commit(batch.finish()?)?;
+    /// let mut batch = db.begin();
+    /// batch.put([2u8; 32], "b")?;
+    /// let values = batch.get_many(&[[2u8; 32], [3u8; 32], [1u8; 32]])?;
+    /// assert_eq!(values, [Some(b"b".to_vec()), None, Some(b"a".to_vec())]);
+    /// assert_eq!(batch.finish()?.witness().keys.len(), 3);
+    /// # Ok(()) }
+    /// ```
+    pub fn get_many(&mut self, keys: &[KeyPath]) -> Result<Vec<Option<Vec<u8>>>> {
+        self.get_many_in(&Table::default_table(), keys)
+    }
+
+    /// The values of `keys` in `table` as this batch sees them (see [`WriteBatch::get_in`]),
+    /// in the keys' order, their pages read all in flight at once. Every key joins the
+    /// witness.
+    ///
+    /// ```
+    /// # fn main() -> sprig::Result<()> {
+    /// use sprig::{Db, Options, TableOptions};
+    /// let db = Db::open_in_memory(Options::default())?;
+    /// let counters = db.create_table("counters", TableOptions::resolver("add-u64"))?;
+    /// let mut batch = db.begin();
+    /// batch.put_in(&counters, [1u8; 32], 2u64.to_le_bytes())?;
+    /// db.commit(batch.finish()?)?;
+    /// let mut batch = db.begin();
+    /// batch.upsert_in(&counters, [1u8; 32], 3u64.to_le_bytes())?;
+    /// let values = batch.get_many_in(&counters, &[[1u8; 32], [9u8; 32]])?;
+    /// assert_eq!(values, [Some(5u64.to_le_bytes().to_vec()), None]); // the upsert, resolved
+    /// # Ok(()) }
+    /// ```
+    pub fn get_many_in(&mut self, table: &Table, keys: &[KeyPath]) -> Result<Vec<Option<Vec<u8>>>> {
+        let located = self.prefetch_located(table, keys)?;
+        let found: Vec<(&KeyPath, &Prefix)> = keys.iter().zip(&located).collect();
+        let stored = {
+            let (inner, base) = (&self.inner, &self.base);
+            let pages = self.tables.get(&table.id).map(|t| &t.pages);
+            map_on_cores(&found, GET_MANY_PARALLEL_MIN, |(key, prefix)| {
+                let page = pages.and_then(|p| p.get(*prefix));
+                match page.and_then(|p| p.get(key)) {
+                    Some(v) => inner.value_bytes(base, table.id, key, v).map(Some),
+                    None => Ok(None),
+                }
+            })
+        };
+        let t = self.table_mut(table)?;
+        t.reads.extend(keys.iter().copied());
+        let ops: Vec<Option<Op>> = keys.iter().map(|k| t.changes.get(k).cloned()).collect();
+        keys.iter()
+            .zip(ops)
+            .zip(stored)
+            .map(|((key, op), stored)| self.as_seen(table, key, op, stored?))
+            .collect()
+    }
+
+    /// A key's value as the batch sees it: its change `op` in the batch (if any) over its
+    /// `stored` value in the base version.
+    fn as_seen(
+        &self,
+        table: &Table,
+        key: &KeyPath,
+        op: Option<Op>,
+        stored: Option<Vec<u8>>,
+    ) -> Result<Option<Vec<u8>>> {
+        match op {
             Some(Op::Put(v)) => Ok(Some(v)),
             Some(Op::Delete) => Ok(None),
-            Some(Op::Upsert(v)) => {
-                let stored = self.stored(table, key)?;
-                let resolver = self.resolver(table)?;
-                match stored {
-                    Some(old) => resolve(&resolver, table, key, &old, &v).map(Some),
-                    None => Ok(Some(v)),
-                }
-            }
-            None => self.stored(table, key),
+            Some(Op::Upsert(v)) => match stored {
+                Some(old) => resolve(&self.resolver(table)?, table, key, &old, &v).map(Some),
+                None => Ok(Some(v)),
+            },
+            None => Ok(stored),
         }
     }
 

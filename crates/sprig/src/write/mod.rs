@@ -20,6 +20,7 @@ pub(crate) mod bulk;
 pub(crate) mod catalog;
 pub(crate) mod cleaner;
 pub(crate) mod commit;
+pub(crate) mod cores;
 pub(crate) mod engine;
 pub(crate) mod import;
 pub(crate) mod read;

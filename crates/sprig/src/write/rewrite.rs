@@ -3,6 +3,7 @@
 //! overflows and splits); and the merge of sparse regions afterwards.
 
 use super::{Change, Region};
+use crate::write::cores::map_on_cores;
 use crate::write::engine::Inner;
 use crate::state::directory::{Arena, Directory, MemoryPage, PageLoc, PageRef, Subtree};
 use crate::error::{Error, Result};
@@ -59,38 +60,11 @@ pub(crate) fn rewrite_regions(
     keys: &[KeyPath],
     changes: &[Change],
 ) -> Result<Vec<Rewritten>> {
-    let threads = cores();
-    let one = |part: &[RegionWork]| {
-        part.iter()
-            .map(|w| rewrite_region(arena, hasher, stamp, w, keys, changes))
-            .collect::<Result<Vec<_>>>()
-    };
-    if works.len() < PARALLEL_MIN_REGIONS || threads < 2 {
-        return one(works);
-    }
-    let chunk = works.len().div_ceil(threads);
-    std::thread::scope(|s| {
-        let mut parts = works.chunks(chunk);
-        // The calling thread takes the first part itself; helpers take the rest.
-        let first = parts.next().unwrap_or_default();
-        let handles: Vec<_> = parts.map(|part| s.spawn(move || one(part))).collect();
-        let mut out = one(first)?;
-        out.reserve(works.len().saturating_sub(out.len()));
-        for h in handles {
-            let part = h
-                .join()
-                .map_err(|_| Error::internal("a commit worker panicked"))??;
-            out.extend(part);
-        }
-        Ok(out)
+    map_on_cores(works, PARALLEL_MIN_REGIONS, |w| {
+        rewrite_region(arena, hasher, stamp, w, keys, changes)
     })
-}
-
-/// The cores this process may use, asked once (the answer reads files under `/proc` and
-/// `/sys` on Linux).
-pub(crate) fn cores() -> usize {
-    static CORES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-    *CORES.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+    .into_iter()
+    .collect()
 }
 
 fn rewrite_region(
