@@ -19,7 +19,7 @@
 use crate::error::{Error, Result};
 use crate::io::BlockBuf;
 use crate::log::checkpoint::{checkpoint_file_name, Checkpoint};
-use crate::log::record::{apply_record, CommitRecord};
+use crate::log::record::{apply_record_noting, CommitRecord};
 use crate::log::recovery::Snapshot;
 use crate::io::BLOCK_BYTES;
 use crate::log::segments::{
@@ -154,6 +154,8 @@ impl Blocks<'_> {
 /// What a publication of a record made: the new directory, and the bytes written.
 pub(crate) struct Published {
     pub tables: Tables,
+    /// The pages the record took out of the latest version (replaced or dropped).
+    pub released: Vec<u64>,
     pub data_bytes: u64,
     pub log_bytes: u64,
     /// Time spent syncing the segments written.
@@ -216,10 +218,12 @@ impl Log {
         // Failpoint (feature `failpoints`): the commit is durable but not yet published.
         failpoint!("commit.record_synced");
         let (wal_id, _) = w.log_position()?;
-        let tables = apply_record(head, &mut w.table, record)
+        let mut released = Vec::new();
+        let tables = apply_record_noting(head, &mut w.table, record, &mut |l| released.push(l))
             .map_err(|e| Error::corruption(wal_file_name(wal_id), 0, e.to_string()))?;
         Ok(Published {
             tables,
+            released,
             data_bytes,
             log_bytes,
             sync_took,

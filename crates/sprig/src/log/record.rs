@@ -642,6 +642,19 @@ pub fn apply_record(
     table: &mut SegmentTable,
     record: &CommitRecord,
 ) -> Result<Tables, ApplyError> {
+    apply_record_noting(tables, table, record, &mut |_| {})
+}
+
+/// [`apply_record`], telling `released` the location of every page the record takes out of
+/// the latest version (the pages of dropped tables and of replaced regions), as the accounting
+/// releases it: what no new reader needs in a cache. Called only once the whole result has
+/// been computed and checked.
+pub fn apply_record_noting(
+    tables: &Tables,
+    table: &mut SegmentTable,
+    record: &CommitRecord,
+    released: &mut dyn FnMut(u64),
+) -> Result<Tables, ApplyError> {
     record.check_bounds(table.segment_blocks)?;
     // Compute the whole result before touching the accounting.
     let mut next = tables.clone();
@@ -683,13 +696,17 @@ pub fn apply_record(
     next = apply_unions(tables, next, &record.unions, &changed_ids)?;
     // Accounting: the pages of dropped tables and of replaced regions go, the new ones come.
     for gone in &dropped {
-        for_each_disk_page(&gone.dir.tree(), &mut |l| table.page_released(l, record.seq));
+        for_each_disk_page(&gone.dir.tree(), &mut |l| {
+            table.page_released(l, record.seq);
+            released(l);
+        });
         table.table_values_freed(gone.def.id, record.seq);
     }
     for t in &record.tables {
         if let Some(before) = next.dir(t.table) {
             for_each_replaced_disk_page(before, t.regions.iter().map(|(p, _)| p), &mut |l| {
-                table.page_released(l, record.seq)
+                table.page_released(l, record.seq);
+                released(l);
             });
         }
         for (_, subtree) in &t.regions {

@@ -6,7 +6,7 @@ use super::engine::Inner;
 use super::CommitInfo;
 use crate::error::{Error, Result};
 use crate::log::publish::{Blocks, Published, Stager};
-use crate::log::record::{for_each_replaced_disk_page, CommitRecord, TableChange};
+use crate::log::record::{CommitRecord, TableChange};
 use crate::log::segments::{encode_value_record, value_blocks};
 use crate::log::writer::Writer;
 use crate::state::directory::{MemoryPage, PageLoc, PageRef, Shape, Subtree};
@@ -287,15 +287,6 @@ impl Inner {
         pending.mark_committed(locs.new.clone(), head.clone());
         for (l, page) in written_pages.iter() {
             self.cache.insert(*l, page.clone());
-        }
-        // The pages this commit superseded are garbage for every new reader: out of the
-        // cache, so they do not push live pages out (old versions read them from the SSD).
-        for t in &record.tables {
-            if let Some(dir) = head.tables.dir(t.table) {
-                for_each_replaced_disk_page(dir, t.regions.iter().map(|(p, _)| p), &mut |l| {
-                    self.cache.forget(l)
-                });
-            }
         }
         // Overlays built on this one share these pages: from now on they read them from disk.
         for (page, l, checksum) in to_release {

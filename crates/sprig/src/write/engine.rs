@@ -85,6 +85,11 @@ impl Inner {
             overlay: None,
         });
         self.set_head(w, version);
+        // The pages the record replaced are garbage for every new reader: out of the cache,
+        // so they do not push live pages out (old versions read them from the SSD).
+        for l in &published.released {
+            self.cache.forget(*l);
+        }
         Ok(published)
     }
 
