@@ -322,11 +322,7 @@ impl Stats {
     /// # Ok(()) }
     /// ```
     pub fn total_space_amplification(&self) -> f64 {
-        if self.live_bytes == 0 {
-            1.0
-        } else {
-            self.disk_bytes as f64 / self.live_bytes as f64
-        }
+        amplification(self.disk_bytes, self.live_bytes)
     }
 }
 

@@ -364,6 +364,20 @@ fn get_many_on_every_core_equals_one_get_per_key() {
         );
         assert!(many.iter().filter(|v| v.is_some()).count() > 2000);
     }
+    // Keys the batch put are answered from the batch: their stored values (here in the value
+    // log) are not read.
+    let overwritten: Vec<KeyPath> = (0..6000u64)
+        .filter(|i| i.is_multiple_of(97) && i.is_multiple_of(7))
+        .map(key)
+        .collect();
+    let before = db.stats().value_reads;
+    let got = batch.get_many(&overwritten).unwrap();
+    assert!(got.iter().all(|v| v.as_deref() == Some(&b"changed"[..])));
+    assert_eq!(
+        db.stats().value_reads,
+        before,
+        "values read for keys the batch put"
+    );
     // Every key asked joined the witness.
     let pending = batch.finish().unwrap();
     assert_eq!(pending.witness().keys.len(), 9000);

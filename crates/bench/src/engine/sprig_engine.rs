@@ -164,9 +164,7 @@ impl Engine for SprigEngine {
                 .map(|(i, k)| (i, *k))
                 .unzip();
             for (i, value) in at.into_iter().zip(batch.get_many_in(t, &mine)?) {
-                if let Some(slot) = out.get_mut(i) {
-                    *slot = value;
-                }
+                out[i] = value; // `i` is an index of `keys`, the length of `out`
             }
         }
         Ok(out)

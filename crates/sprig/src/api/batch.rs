@@ -15,7 +15,7 @@ use crate::state::version::Version;
 use crate::state::version::{overlay_bytes, OverlayParts, OverlayState};
 use crate::state::versions::Pin;
 use crate::stats::ReadKind;
-use crate::write::cores::{cores, map_on_cores};
+use crate::write::cores::{both, map_on_cores};
 use crate::write::engine::Inner;
 use crate::write::rewrite::{
     branches_above, merge_sparse, rewrite_regions, RegionWork, PARALLEL_MIN_REGIONS,
@@ -256,21 +256,23 @@ impl WriteBatch {
     /// ```
     pub fn get_many_in(&mut self, table: &Table, keys: &[KeyPath]) -> Result<Vec<Option<Vec<u8>>>> {
         let located = self.prefetch_located(table, keys)?;
-        let found: Vec<(&KeyPath, &Prefix)> = keys.iter().zip(&located).collect();
-        let stored = {
-            let (inner, base) = (&self.inner, &self.base);
-            let pages = self.tables.get(&table.id).map(|t| &t.pages);
-            map_on_cores(&found, GET_MANY_PARALLEL_MIN, |(key, prefix)| {
-                let page = pages.and_then(|p| p.get(*prefix));
-                match page.and_then(|p| p.get(key)) {
-                    Some(v) => inner.value_bytes(base, table.id, key, v).map(Some),
-                    None => Ok(None),
-                }
-            })
-        };
         let t = self.table_mut(table)?;
         t.reads.extend(keys.iter().copied());
         let ops: Vec<Option<Op>> = keys.iter().map(|k| t.changes.get(k).cloned()).collect();
+        // The stored value of every key the batch did not put or delete.
+        let wanted: Vec<(&KeyPath, &Prefix, bool)> = keys
+            .iter()
+            .zip(&located)
+            .zip(&ops)
+            .map(|((k, p), op)| (k, p, !matches!(op, Some(Op::Put(_) | Op::Delete))))
+            .collect();
+        let stored = map_on_cores(&wanted, GET_MANY_PARALLEL_MIN, |(key, prefix, wanted)| {
+            if *wanted {
+                self.value_at(table, prefix, key)
+            } else {
+                Ok(None)
+            }
+        });
         keys.iter()
             .zip(ops)
             .zip(stored)
@@ -307,13 +309,18 @@ impl WriteBatch {
     /// The value of `key` in `table` in the base version, its page already loaded (by a
     /// prefetch, which also recorded the key's region).
     fn loaded_value(&self, table: &Table, key: &KeyPath) -> Result<Option<Vec<u8>>> {
-        let t = self.tables.get(&table.id);
-        let prefix = match t.and_then(|t| t.located.get(key)) {
+        let prefix = match self.tables.get(&table.id).and_then(|t| t.located.get(key)) {
             Some(prefix) => *prefix,
             None => table.dir(&self.base.tables)?.locate(key).0,
         };
-        let page = t.and_then(|t| t.pages.get(&prefix)).cloned();
-        match page.as_ref().and_then(|p| p.get(key)) {
+        self.value_at(table, &prefix, key)
+    }
+
+    /// The value of `key` in `table` in the base version, from the loaded page of its region
+    /// `prefix` (none loaded: the region has no page, so no value).
+    fn value_at(&self, table: &Table, prefix: &Prefix, key: &KeyPath) -> Result<Option<Vec<u8>>> {
+        let page = self.tables.get(&table.id).and_then(|t| t.pages.get(prefix));
+        match page.and_then(|p| p.get(key)) {
             Some(v) => self
                 .inner
                 .value_bytes(&self.base, table.id, key, v)
@@ -758,18 +765,9 @@ impl WriteBatch {
             Ok(proof)
         };
         let inner = &self.inner;
-        let (proof, merged) = if works.len() >= PARALLEL_MIN_REGIONS && cores() > 1 {
-            std::thread::scope(|s| {
-                let prover = s.spawn(prove);
-                let merged = merge_sparse(inner, &base_dir, regions, stamp);
-                let proof = prover
-                    .join()
-                    .map_err(|_| Error::internal("the witness prover panicked"))?;
-                Ok::<_, Error>((proof, merged))
-            })?
-        } else {
-            (prove(), merge_sparse(inner, &base_dir, regions, stamp))
-        };
+        let (proof, merged) = both(works.len() >= PARALLEL_MIN_REGIONS, prove, || {
+            merge_sparse(inner, &base_dir, regions, stamp)
+        });
         out.witnesses.insert(
             id,
             Witness {

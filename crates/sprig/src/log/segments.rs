@@ -318,27 +318,22 @@ impl Segments {
     /// Read pages at the given locations, all in flight at once, checking each against its
     /// checksum. Returns the raw blocks in request order.
     pub fn read_pages(&self, wanted: &[(u64, u64, Prefix)]) -> Result<Vec<BlockBuf>> {
-        let locs: Vec<u64> = wanted.iter().map(|(l, _, _)| *l).collect();
-        let blocks = self.read_blocks(&locs)?;
-        for (b, (l, sum, _)) in blocks.iter().zip(wanted.iter()) {
-            verify_page_checksum(b.as_bytes(), *l, *sum)?;
-        }
-        Ok(blocks)
+        self.read_pages_each(wanted, &mut |_, _| Ok(()))
     }
 
     /// Read pages at the given locations, all in flight at once: each is checked against its
     /// checksum and handed (with its index in `wanted`) to `done` as soon as it is read, so
     /// that decoding it overlaps the reads still in flight. Fails with a read error if any
     /// read failed, else with the first error of a check or of `done` (after which `done` is
-    /// not called again).
+    /// not called again). Returns the raw blocks in request order.
     pub fn read_pages_each(
         &self,
         wanted: &[(u64, u64, Prefix)],
         done: &mut dyn FnMut(usize, &[u8]) -> Result<()>,
-    ) -> Result<()> {
+    ) -> Result<Vec<BlockBuf>> {
         let locs: Vec<u64> = wanted.iter().map(|(l, _, _)| *l).collect();
         let mut first: Option<Error> = None;
-        self.read_blocks_each(&locs, &mut |i, block| {
+        let blocks = self.read_blocks_each(&locs, &mut |i, block| {
             if first.is_some() {
                 return;
             }
@@ -349,7 +344,7 @@ impl Segments {
             };
             first = checked.err();
         })?;
-        first.map_or(Ok(()), Err)
+        first.map_or(Ok(blocks), Err)
     }
 
     /// Read and decode one page, checked against its checksum and region.

@@ -1,6 +1,7 @@
-//! Work spread over the cores: how many this process may use (asked once), and an ordered map
-//! of a slice over all of them, for the parts of a batch and a commit that are independent per
-//! item (rewriting regions, finding values in loaded pages).
+//! Work spread over the cores: how many this process may use (asked once), an ordered map of a
+//! slice over all of them, and two independent computations side by side, for the parts of a
+//! batch and a commit that share nothing (rewriting regions, finding values in loaded pages,
+//! the witness beside the new directory).
 
 use std::sync::OnceLock;
 
@@ -43,6 +44,28 @@ pub(crate) fn map_on_cores<T: Sync, R: Send>(
     })
 }
 
+/// `a()` and `b()`, on two cores when `parallel` and there are two (`a` on a helper thread,
+/// `b` on the calling one), else one after the other. A panic in `a` is resumed on the
+/// calling thread.
+pub(crate) fn both<A: Send, B>(
+    parallel: bool,
+    a: impl FnOnce() -> A + Send,
+    b: impl FnOnce() -> B,
+) -> (A, B) {
+    if !parallel || cores() < 2 {
+        let a = a();
+        return (a, b());
+    }
+    std::thread::scope(|s| {
+        let helper = s.spawn(a);
+        let b = b();
+        match helper.join() {
+            Ok(a) => (a, b),
+            Err(panic) => std::panic::resume_unwind(panic),
+        }
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -56,6 +79,17 @@ mod tests {
                 assert_eq!(out, items.iter().map(|i| i * 3).collect::<Vec<_>>(), "{n} {min}");
             }
         }
+    }
+
+    #[test]
+    fn both_gives_both_results_either_way() {
+        for parallel in [false, true] {
+            let items: Vec<u64> = (0..100).collect();
+            let (a, b) = both(parallel, || items.iter().sum::<u64>(), || items.len());
+            assert_eq!((a, b), (4950, 100));
+        }
+        let caught = std::panic::catch_unwind(|| both(true, || panic!("in a"), || 1));
+        assert!(caught.is_err());
     }
 
     #[test]

@@ -75,9 +75,10 @@ impl Inner {
                 if fill_cache {
                     self.cache.insert(*l, page.clone());
                 }
-                if let Some(slot) = out.get_mut(*i) {
-                    *slot = Some(page);
-                }
+                let slot = out
+                    .get_mut(*i)
+                    .ok_or_else(|| Error::internal("a page loaded for no request"))?;
+                *slot = Some(page);
                 Ok(())
             })?;
             self.counters.page_reads(kind, requests.len() as u64);
