@@ -83,6 +83,15 @@ pub struct RunResult {
     pub space: Option<crate::engine::SpaceUse>,
     /// Peak RSS of the process, bytes.
     pub peak_rss_bytes: Option<u64>,
+    /// Seconds the engine took to open its database.
+    #[serde(default)]
+    pub open_seconds: Option<f64>,
+    /// RSS of the process right after the engine opened, before any batch, bytes.
+    #[serde(default)]
+    pub rss_after_open_bytes: Option<u64>,
+    /// Peak RSS of the process up to the end of the open, bytes (transient copies included).
+    #[serde(default)]
+    pub peak_rss_after_open_bytes: Option<u64>,
     /// Peak memory of the cgroup (RSS + page cache), bytes, when run under a cap.
     pub cgroup_peak_bytes: Option<u64>,
     /// The memory cap, MiB, if any.
@@ -270,36 +279,43 @@ pub fn describe(r: &RunResult) -> String {
     s
 }
 
-/// The engine's own counters per unit, in one sentence, where it keeps them, and the I/O
-/// backend it used.
+/// The engine's own counters per unit, in one sentence, where it keeps them, the I/O backend
+/// it used, and what opening it cost.
 pub fn engine_detail(r: &RunResult) -> Option<String> {
-    let pages = r.pages_written_per_unit?;
-    let mut s = format!(
-        "{}: {:.2} page versions written per {}, of them {:.2} by the cleaner; {:.0} bytes \
-         written per {} by its own count",
-        r.engine.name(),
-        pages,
-        r.unit.trim_end_matches('s'),
-        r.cleaner_pages_per_unit.unwrap_or(0.0),
-        r.engine_written_bytes_per_unit.unwrap_or(0.0),
-        r.unit.trim_end_matches('s'),
-    );
+    let mut parts = Vec::new();
+    if let Some(pages) = r.pages_written_per_unit {
+        parts.push(format!(
+            "{:.2} page versions written per {}, of them {:.2} by the cleaner; {:.0} bytes \
+             written per {} by its own count",
+            pages,
+            r.unit.trim_end_matches('s'),
+            r.cleaner_pages_per_unit.unwrap_or(0.0),
+            r.engine_written_bytes_per_unit.unwrap_or(0.0),
+            r.unit.trim_end_matches('s'),
+        ));
+    }
     if let Some(io) = &r.io_backend {
-        let _ = write!(s, "; I/O backend: {io}");
+        parts.push(format!("I/O backend: {io}"));
     }
     if let Some(space) = &r.space {
-        let _ = write!(
-            s,
-            "; space amplification {:.2} ({:.2} with the {:.1} MiB only older retained versions keep)",
+        parts.push(format!(
+            "space amplification {:.2} ({:.2} with the {:.1} MiB only older retained versions keep)",
             space.amplification(),
             space.total_amplification(),
             space.retained_bytes as f64 / (1u64 << 20) as f64
-        );
+        ));
     }
     if let Some(f) = floor(r, r) {
-        let _ = write!(s, "; {f}");
+        parts.push(f);
     }
-    Some(s)
+    if let (Some(secs), Some(rss)) = (r.open_seconds, r.rss_after_open_bytes) {
+        parts.push(format!(
+            "opened in {secs:.2} s, RSS right after open {:.0} MiB (peak during open {:.0} MiB)",
+            rss as f64 / (1u64 << 20) as f64,
+            r.peak_rss_after_open_bytes.unwrap_or(0) as f64 / (1u64 << 20) as f64
+        ));
+    }
+    (!parts.is_empty()).then(|| format!("{}: {}", r.engine.name(), parts.join("; ")))
 }
 
 /// The hashing floor of `counted`'s batches (its count of the hashes they need × ns per hash

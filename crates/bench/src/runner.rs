@@ -241,7 +241,11 @@ pub fn run(
     let first_batch = state.batches_done;
     let entries_created = state.entries;
     let seed = state.seed;
+    let opening = Instant::now();
     let mut db = engine::open(engine, &layout.db(), args)?;
+    let open_seconds = opening.elapsed().as_secs_f64();
+    let (rss_after_open_bytes, peak_rss_after_open_bytes) =
+        (sys::rss_bytes(), sys::peak_rss_bytes());
     let mut generator = Generator::new(state, run_shape);
     let progress = bar(shape.batches, &format!("run {}", engine.name()), quiet);
 
@@ -374,6 +378,9 @@ pub fn run(
         cleaner_pages_per_unit: counted(|c| c.cleaner_pages),
         space: counters_after.map(|c| c.space),
         peak_rss_bytes: sys::peak_rss_bytes(),
+        open_seconds: Some(open_seconds),
+        rss_after_open_bytes,
+        peak_rss_after_open_bytes,
         cgroup_peak_bytes: None,
         mem_cap_mb: None,
         disk_bytes: disk,

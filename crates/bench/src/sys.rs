@@ -72,13 +72,22 @@ pub fn ns_per_hash() -> f64 {
 
 /// The peak resident set size of this process in bytes (`VmHWM`), if known (Linux).
 pub fn peak_rss_bytes() -> Option<u64> {
+    status_kib("VmHWM:").map(|k| k * 1024)
+}
+
+/// The resident set size of this process now in bytes (`VmRSS`), if known (Linux).
+pub fn rss_bytes() -> Option<u64> {
+    status_kib("VmRSS:").map(|k| k * 1024)
+}
+
+/// A KiB figure of `/proc/self/status`.
+fn status_kib(field: &str) -> Option<u64> {
     if !cfg!(target_os = "linux") {
         return None;
     }
     let text = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = text.lines().find(|l| l.starts_with("VmHWM:"))?;
-    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kib * 1024)
+    let line = text.lines().find(|l| l.starts_with(field))?;
+    line.split_whitespace().nth(1)?.parse().ok()
 }
 
 /// Bytes allocated on disk under `path` (like `du`; preallocated files count in full).

@@ -104,11 +104,11 @@ impl<const N: usize> Slots<N> {
         assert!(i < PAGE_BIT, "the directory holds 2^31 nodes of one kind");
         let (bucket, _) = position(i);
         if let Some(b) = self.buckets.get(bucket) {
+            // Zeroed by the allocator: the operating system maps a big bucket's pages only as
+            // slots are first written, so a half-used bucket (half of the last one is the usual
+            // case, they double) does not take its whole size in RAM.
             b.get_or_init(|| {
-                let size = 1usize << (bucket as u32 + FIRST_BUCKET_BITS);
-                (0..size)
-                    .map(|_| std::array::from_fn(|_| AtomicU32::new(0)))
-                    .collect()
+                bytemuck::allocation::zeroed_slice_box(1usize << (bucket as u32 + FIRST_BUCKET_BITS))
             });
         }
         i
@@ -406,6 +406,36 @@ mod tests {
         assert_eq!(position(0), (0, 0));
         assert_eq!(position(1023), (0, 1023));
         assert_eq!(position(1024), (1, 0));
+    }
+
+    /// The resident set of this process, KiB (Linux).
+    #[cfg(target_os = "linux")]
+    fn rss_kib() -> u64 {
+        let status = std::fs::read_to_string("/proc/self/status").unwrap();
+        let line = status.lines().find(|l| l.starts_with("VmRSS:")).unwrap();
+        line.split_whitespace().nth(1).unwrap().parse().unwrap()
+    }
+
+    /// A new bucket takes RAM only for the slots written: buckets double, so the last one is
+    /// often mostly unused (it took its whole size while it was filled in one by one).
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_new_bucket_takes_ram_only_as_slots_are_written() {
+        let slots = Slots::<PAGE_WORDS>::new();
+        // The first slot of the 2^22-slot bucket (240 MiB of page slots).
+        let first = (1u32 << 22) - (1 << FIRST_BUCKET_BITS);
+        assert_eq!(position(first), (12, 0));
+        slots.next.store(first, Ordering::Relaxed);
+        let before = rss_kib();
+        let i = slots.alloc();
+        slots.store(i, P_COUNT, 5);
+        let grown = rss_kib().saturating_sub(before);
+        assert_eq!(slots.load(i, P_COUNT), 5);
+        let bucket_kib = (1u64 << 22) * PAGE_WORDS as u64 * 4 / 1024;
+        assert!(
+            grown < bucket_kib / 4,
+            "one slot written made {grown} KiB resident (the bucket is {bucket_kib} KiB)"
+        );
     }
 
     #[test]
