@@ -49,7 +49,7 @@ pub fn encode_subtree(node: &Subtree, out: &mut Vec<u8>) -> Result<(), Unwritten
                 out.extend_from_slice(&p.node);
                 out.put_u32(p.count);
             }
-            Slot::Branch(_, l, r) => {
+            Slot::Branch(l, r) => {
                 out.put_u8(TAG_BRANCH);
                 stack.push(r);
                 stack.push(l);
@@ -74,6 +74,11 @@ pub fn decode_subtree(
         TAG_EMPTY => Ok(Subtree::empty(arena)),
         TAG_PAGE => {
             let loc = r.u64()?;
+            // Segment ids start at 1; the node store takes a location in segment 0 for a page
+            // held in memory, so it must never see one from disk.
+            if loc >> 32 == 0 {
+                return Err(r.error("page in segment 0"));
+            }
             let checksum = r.u64()?;
             let node: Node = r.array()?;
             let count = r.u32()?;
@@ -885,7 +890,6 @@ mod tests {
         assert_eq!(table.segments[&1].used_blocks, 12);
 
         let crafted: Vec<(&str, CommitRecord)> = vec![
-            ("page in segment 0", record(loc(0, 11), loc(1, 8))),
             (
                 "page at the unwritten sentinel",
                 record(UNWRITTEN, loc(1, 8)),
@@ -944,6 +948,18 @@ mod tests {
             );
             assert_eq!(accounting(&table), before, "{what}: partly applied");
         }
+
+        // A page in segment 0 is refused while decoding (the directory's node store cannot
+        // hold one: it takes segment 0 for a page held in memory).
+        let bytes = good.encode().unwrap();
+        let at = bytes
+            .windows(8)
+            .position(|w| w == loc(1, 11).to_le_bytes())
+            .unwrap();
+        let mut crafted = bytes.clone();
+        crafted[at..at + 8].copy_from_slice(&loc(0, 11).to_le_bytes());
+        let e = CommitRecord::decode(&crafted, &arena, Hasher::Blake3).unwrap_err();
+        assert!(e.to_string().contains("segment 0"), "{e}");
 
         // The last usable segment id is accepted; the segment after it is an error, not an
         // overflow.

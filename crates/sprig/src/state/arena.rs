@@ -1,11 +1,19 @@
 //! The directory's node store: fixed-size node slots in growing buckets, addressed by 32-bit
 //! ids, shared by every version of one database's directory, each slot reference-counted.
 //!
-//! A branch slot holds a trie node and two child ids (44 bytes with its count); a page slot
-//! holds the page's trie node, location, checksum, entry count and in-memory page (60 bytes). Nothing else is
-//! allocated per node: no per-node heap object, pointer or lock. Slots are never moved
-//! (buckets only grow), so a reader holding a version reads any node reachable from it without
-//! a lock; a slot is reused only once its count reaches zero, when no version can reach it.
+//! Three kinds of slot, so that no node carries what it can do without:
+//! - a page slot holds the page's trie node, location (a disk location, or the page held in
+//!   memory), checksum and entry count (56 bytes with its count of references);
+//! - a twig slot is a branch over two pages and holds only their ids (12 bytes): its trie node
+//!   is one hash of the two page nodes, computed when asked for. About half the branches of a
+//!   directory of hashed keys are twigs, and a commit asks for an unchanged twig's node at most
+//!   once per changed path beside it;
+//! - a branch slot holds its trie node and two child ids (44 bytes).
+//!
+//! Nothing else is allocated per node: no per-node heap object, pointer or lock. Slots are
+//! never moved (buckets only grow), so a reader holding a version reads any node reachable
+//! from it without a lock; a slot is reused only once its count reaches zero, when no version
+//! can reach it.
 //!
 //! Fields are stored in relaxed atomics: a slot's contents are written before its id is handed
 //! to anyone (through a lock, a channel, or the publication of a version, all of which order
@@ -14,15 +22,29 @@
 
 use crate::state::page_ref::{MemoryPage, PageLoc, PageRef};
 use parking_lot::Mutex;
-use sprig_core::trie::{Node, TERMINATOR};
+use sprig_core::trie::{parent, Node, NodeKind, TERMINATOR};
+use sprig_core::Hasher;
 use std::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
-/// The id of a node: a branch slot, a page slot (top bit set), or the empty region.
+/// The id of a node: its kind in the top two bits (branch, twig, page), its slot index in the
+/// rest; or the empty region.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct NodeId(u32);
 
-const PAGE_BIT: u32 = 1 << 31;
+const KIND_SHIFT: u32 = 30;
+const INDEX_MASK: u32 = (1 << KIND_SHIFT) - 1;
+const BRANCH: u32 = 0;
+const TWIG: u32 = 1;
+const PAGE: u32 = 2;
+
+/// What kind of slot an id names.
+enum Kind {
+    Empty,
+    Branch(u32),
+    Twig(u32),
+    Page(u32),
+}
 
 impl NodeId {
     /// The empty region: no slot.
@@ -33,24 +55,37 @@ impl NodeId {
         self == NodeId::EMPTY
     }
 
-    fn page(index: u32) -> NodeId {
-        NodeId(index | PAGE_BIT)
+    fn of(kind: u32, index: u32) -> NodeId {
+        assert!(
+            index <= INDEX_MASK,
+            "the directory holds 2^30 nodes of one kind"
+        );
+        NodeId(kind << KIND_SHIFT | index)
+    }
+
+    fn kind(self) -> Kind {
+        let index = self.0 & INDEX_MASK;
+        match self.0 >> KIND_SHIFT {
+            _ if self.is_empty() => Kind::Empty,
+            BRANCH => Kind::Branch(index),
+            TWIG => Kind::Twig(index),
+            PAGE => Kind::Page(index),
+            _ => panic!("invariant broken: directory node id {:#x} of no kind", self.0),
+        }
     }
 
     /// The page slot index, if this is a page.
     fn page_index(self) -> Option<u32> {
-        (!self.is_empty() && self.0 & PAGE_BIT != 0).then_some(self.0 & !PAGE_BIT)
-    }
-
-    /// The branch slot index, if this is a branch.
-    fn branch_index(self) -> Option<u32> {
-        (self.0 & PAGE_BIT == 0).then_some(self.0)
+        match self.kind() {
+            Kind::Page(i) => Some(i),
+            _ => None,
+        }
     }
 }
 
 /// The smallest bucket holds this many slots; bucket `b` holds `2^(b + FIRST_BUCKET_BITS)`.
 const FIRST_BUCKET_BITS: u32 = 10;
-/// Enough buckets for 2^31 slots.
+/// Enough buckets for 2^31 slots (ids address 2^30 of each kind).
 const BUCKETS: usize = 22;
 
 /// Slots of one kind in buckets of doubling size, with a free list.
@@ -101,7 +136,7 @@ impl<const N: usize> Slots<N> {
             return i;
         }
         let i = self.next.fetch_add(1, Ordering::Relaxed);
-        assert!(i < PAGE_BIT, "the directory holds 2^31 nodes of one kind");
+        assert!(i <= INDEX_MASK, "the directory holds 2^30 nodes of one kind");
         let (bucket, _) = position(i);
         if let Some(b) = self.buckets.get(bucket) {
             // Zeroed by the allocator: the operating system maps a big bucket's pages only as
@@ -160,14 +195,19 @@ const B_LEFT: usize = 8;
 const B_RIGHT: usize = 9;
 const B_REFS: usize = 10;
 const BRANCH_WORDS: usize = 11;
-// Page slot fields: node (8 words), disk location (2), checksum (2), entry count, references,
-// and the in-memory page: its index in the arena's page slab plus one (0: the page is on disk).
+// Twig slot fields: left page, right page, count of references.
+const T_LEFT: usize = 0;
+const T_RIGHT: usize = 1;
+const T_REFS: usize = 2;
+const TWIG_WORDS: usize = 3;
+// Page slot fields: node (8 words), location (2), checksum (2), entry count, references. The
+// location is a disk location (segment id, never 0, in the high word) or, with a high word of
+// 0, the in-memory page: its index in the arena's page slab plus one.
 const P_LOC: usize = 8;
 const P_CHECKSUM: usize = 10;
 const P_COUNT: usize = 12;
 const P_REFS: usize = 13;
-const P_MEMORY: usize = 14;
-const PAGE_WORDS: usize = 15;
+const PAGE_WORDS: usize = 14;
 
 /// What a node is.
 #[derive(Debug, Clone)]
@@ -176,14 +216,17 @@ pub enum Slot {
     Empty,
     /// A page.
     Page(PageRef),
-    /// A branch: its trie node and children.
-    Branch(Node, NodeId, NodeId),
+    /// A branch (or twig): its children.
+    Branch(NodeId, NodeId),
 }
 
 /// The node store of one database.
 pub struct Arena {
     branches: Slots<BRANCH_WORDS>,
+    twigs: Slots<TWIG_WORDS>,
     pages: Slots<PAGE_WORDS>,
+    /// The hasher of twig nodes: set by the first branch, the same for every later one.
+    hasher: OnceLock<Hasher>,
     /// In-memory pages of overlays, referenced by page slots.
     memory: Mutex<MemoryPages>,
 }
@@ -199,6 +242,7 @@ impl std::fmt::Debug for Arena {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Arena")
             .field("branches", &self.branches.live.load(Ordering::Relaxed))
+            .field("twigs", &self.twigs.live.load(Ordering::Relaxed))
             .field("pages", &self.pages.live.load(Ordering::Relaxed))
             .finish()
     }
@@ -209,59 +253,92 @@ impl Arena {
     pub fn new() -> Arc<Arena> {
         Arc::new(Arena {
             branches: Slots::new(),
+            twigs: Slots::new(),
             pages: Slots::new(),
+            hasher: OnceLock::new(),
             memory: Mutex::new(MemoryPages::default()),
         })
     }
 
-    /// Live (branches, pages): what the directory holds in memory.
+    /// Live (branches, pages): what the directory holds in memory (twigs count as branches).
     pub fn live(&self) -> (u64, u64) {
         (
-            self.branches.live.load(Ordering::Relaxed),
+            self.branches.live.load(Ordering::Relaxed) + self.twigs.live.load(Ordering::Relaxed),
             self.pages.live.load(Ordering::Relaxed),
         )
     }
 
     /// The bytes the live nodes take.
     pub fn live_bytes(&self) -> u64 {
-        let (b, p) = self.live();
-        b * (BRANCH_WORDS as u64 * 4) + p * (PAGE_WORDS as u64 * 4)
+        let bytes = |live: &AtomicU64, words: usize| live.load(Ordering::Relaxed) * words as u64 * 4;
+        bytes(&self.branches.live, BRANCH_WORDS)
+            + bytes(&self.twigs.live, TWIG_WORDS)
+            + bytes(&self.pages.live, PAGE_WORDS)
     }
 
-    /// The trie node of `id`.
+    /// The trie node of `id` (a twig's is hashed here: one hash).
     pub fn node(&self, id: NodeId) -> Node {
-        if let Some(i) = id.page_index() {
-            self.pages.load_node(i)
-        } else if let Some(i) = id.branch_index() {
-            self.branches.load_node(i)
-        } else {
-            TERMINATOR
+        match id.kind() {
+            Kind::Empty => TERMINATOR,
+            Kind::Page(i) => self.pages.load_node(i),
+            Kind::Branch(i) => self.branches.load_node(i),
+            Kind::Twig(i) => {
+                let Some(&hasher) = self.hasher.get() else {
+                    panic!("invariant broken: a twig in a store that never made a branch");
+                };
+                let (l, r) = self.twig_children(i);
+                parent(hasher, &self.node(l), &self.node(r))
+            }
         }
+    }
+
+    /// The kind of `id`'s trie node, without hashing a twig's.
+    pub fn node_kind(&self, id: NodeId) -> NodeKind {
+        match id.kind() {
+            Kind::Twig(i) => {
+                let (l, r) = self.twig_children(i);
+                match (self.node_kind(l), self.node_kind(r)) {
+                    (NodeKind::Terminator, other) | (other, NodeKind::Terminator)
+                        if other != NodeKind::Internal =>
+                    {
+                        other
+                    }
+                    _ => NodeKind::Internal,
+                }
+            }
+            _ => Hasher::node_kind(&self.node(id)),
+        }
+    }
+
+    fn twig_children(&self, i: u32) -> (NodeId, NodeId) {
+        (
+            NodeId(self.twigs.load(i, T_LEFT)),
+            NodeId(self.twigs.load(i, T_RIGHT)),
+        )
     }
 
     /// What `id` is.
     pub fn slot(&self, id: NodeId) -> Slot {
-        if let Some(i) = id.page_index() {
-            Slot::Page(self.page_ref(i))
-        } else if let Some(i) = id.branch_index() {
-            Slot::Branch(
-                self.branches.load_node(i),
-                NodeId(self.branches.load(i, B_LEFT)),
-                NodeId(self.branches.load(i, B_RIGHT)),
-            )
-        } else {
-            Slot::Empty
+        match id.kind() {
+            Kind::Empty => Slot::Empty,
+            Kind::Page(i) => Slot::Page(self.page_ref(i)),
+            _ => match self.children(id) {
+                Some((l, r)) => Slot::Branch(l, r),
+                None => Slot::Empty,
+            },
         }
     }
 
     /// The children of a branch, if `id` is one.
     pub fn children(&self, id: NodeId) -> Option<(NodeId, NodeId)> {
-        id.branch_index().map(|i| {
-            (
+        match id.kind() {
+            Kind::Branch(i) => Some((
                 NodeId(self.branches.load(i, B_LEFT)),
                 NodeId(self.branches.load(i, B_RIGHT)),
-            )
-        })
+            )),
+            Kind::Twig(i) => Some(self.twig_children(i)),
+            Kind::Empty | Kind::Page(_) => None,
+        }
     }
 
     /// The entry count of a page, if `id` is one.
@@ -270,14 +347,18 @@ impl Arena {
     }
 
     fn page_ref(&self, i: u32) -> PageRef {
-        let loc = match self.pages.load(i, P_MEMORY) {
-            0 => PageLoc::Disk(self.pages.load_u64(i, P_LOC)),
-            m => {
-                let memory = self.memory.lock();
-                match memory.pages.get(m as usize - 1).and_then(Option::as_ref) {
-                    Some(page) => PageLoc::Memory(page.clone()),
-                    None => panic!("invariant broken: in-memory page {m} of a live slot is gone"),
-                }
+        let stored = self.pages.load_u64(i, P_LOC);
+        let loc = if stored >> 32 != 0 {
+            PageLoc::Disk(stored)
+        } else {
+            let memory = self.memory.lock();
+            match (stored as usize)
+                .checked_sub(1)
+                .and_then(|m| memory.pages.get(m))
+                .and_then(Option::as_ref)
+            {
+                Some(page) => PageLoc::Memory(page.clone()),
+                None => panic!("invariant broken: in-memory page {stored} of a live slot is gone"),
             }
         };
         PageRef {
@@ -290,8 +371,14 @@ impl Arena {
 
     /// A new page node (one reference, the caller's).
     pub fn new_page(&self, r: &PageRef) -> NodeId {
-        let (loc, memory_index) = match &r.loc {
-            PageLoc::Disk(l) => (*l, 0),
+        let loc = match &r.loc {
+            PageLoc::Disk(l) => {
+                assert!(
+                    l >> 32 != 0,
+                    "invariant broken: a page location in segment 0 (ids start at 1)"
+                );
+                *l
+            }
             PageLoc::Memory(page) => {
                 let mut memory = self.memory.lock();
                 let m = match memory.free.pop() {
@@ -304,38 +391,53 @@ impl Arena {
                     }
                     None => {
                         memory.pages.push(Some(page.clone()));
-                        memory.pages.len() as u32
+                        u32::try_from(memory.pages.len())
+                            .unwrap_or_else(|_| panic!("2^32 in-memory pages"))
                     }
                 };
-                (0, m)
+                u64::from(m)
             }
         };
         let i = self.pages.alloc();
         self.pages.store_node(i, &r.node);
         self.pages.store_u64(i, P_LOC, loc);
-        self.pages.store(i, P_MEMORY, memory_index);
         self.pages.store_u64(i, P_CHECKSUM, r.checksum);
         self.pages.store(i, P_COUNT, r.count);
         self.pages.get(i)[P_REFS].store(1, Ordering::Relaxed);
-        NodeId::page(i)
+        NodeId::of(PAGE, i)
     }
 
     /// A new branch node over `left` and `right`, taking over the caller's references to them
-    /// (one reference to the branch, the caller's).
-    pub fn new_branch(&self, node: &Node, left: NodeId, right: NodeId) -> NodeId {
+    /// (one reference to the branch, the caller's). Over two pages it is a twig, whose node is
+    /// not stored; otherwise its node is hashed here.
+    pub fn new_branch(&self, hasher: Hasher, left: NodeId, right: NodeId) -> NodeId {
+        let set = *self.hasher.get_or_init(|| hasher);
+        assert!(
+            set == hasher,
+            "invariant broken: one directory store with two hashers"
+        );
+        if left.page_index().is_some() && right.page_index().is_some() {
+            let i = self.twigs.alloc();
+            self.twigs.store(i, T_LEFT, left.0);
+            self.twigs.store(i, T_RIGHT, right.0);
+            self.twigs.get(i)[T_REFS].store(1, Ordering::Relaxed);
+            return NodeId::of(TWIG, i);
+        }
+        let node = parent(hasher, &self.node(left), &self.node(right));
         let i = self.branches.alloc();
-        self.branches.store_node(i, node);
+        self.branches.store_node(i, &node);
         self.branches.store(i, B_LEFT, left.0);
         self.branches.store(i, B_RIGHT, right.0);
         self.branches.get(i)[B_REFS].store(1, Ordering::Relaxed);
-        NodeId(i)
+        NodeId::of(BRANCH, i)
     }
 
     fn refs(&self, id: NodeId) -> Option<&AtomicU32> {
-        if let Some(i) = id.page_index() {
-            Some(&self.pages.get(i)[P_REFS])
-        } else {
-            id.branch_index().map(|i| &self.branches.get(i)[B_REFS])
+        match id.kind() {
+            Kind::Empty => None,
+            Kind::Page(i) => Some(&self.pages.get(i)[P_REFS]),
+            Kind::Twig(i) => Some(&self.twigs.get(i)[T_REFS]),
+            Kind::Branch(i) => Some(&self.branches.get(i)[B_REFS]),
         }
     }
 
@@ -369,23 +471,38 @@ impl Arena {
         while let Some(id) = gone.pop() {
             // Every use of the node happened before this point.
             fence(Ordering::Acquire);
-            if let Some(i) = id.page_index() {
-                let m = self.pages.load(i, P_MEMORY);
-                if m != 0 {
-                    let mut memory = self.memory.lock();
-                    if let Some(slot) = memory.pages.get_mut(m as usize - 1) {
-                        *slot = None;
-                        memory.free.push(m);
+            match id.kind() {
+                Kind::Empty => {}
+                Kind::Page(i) => {
+                    let loc = self.pages.load_u64(i, P_LOC);
+                    if loc >> 32 == 0 {
+                        let mut memory = self.memory.lock();
+                        if let Some(slot) = memory.pages.get_mut((loc as usize).wrapping_sub(1)) {
+                            *slot = None;
+                            memory.free.push(loc as u32);
+                        }
                     }
+                    self.pages.release(i);
                 }
-                self.pages.release(i);
-            } else if let Some(i) = id.branch_index() {
-                for child in [B_LEFT, B_RIGHT].map(|f| NodeId(self.branches.load(i, f))) {
-                    if self.release_one(child) {
-                        gone.push(child);
-                    }
+                Kind::Twig(i) => {
+                    self.release_children(id, &mut gone);
+                    self.twigs.release(i);
                 }
-                self.branches.release(i);
+                Kind::Branch(i) => {
+                    self.release_children(id, &mut gone);
+                    self.branches.release(i);
+                }
+            }
+        }
+    }
+
+    /// Drop a branch's references to its children, noting those that were the last.
+    fn release_children(&self, id: NodeId, gone: &mut Vec<NodeId>) {
+        if let Some((l, r)) = self.children(id) {
+            for child in [l, r] {
+                if self.release_one(child) {
+                    gone.push(child);
+                }
             }
         }
     }
@@ -398,7 +515,7 @@ mod tests {
     #[test]
     fn slot_positions_cover_every_index_once() {
         let mut seen = std::collections::HashSet::new();
-        for i in (0u32..5000).chain([PAGE_BIT - 1]) {
+        for i in (0u32..5000).chain([INDEX_MASK]) {
             let (b, o) = position(i);
             assert!(b < BUCKETS && o < 1 << (b as u32 + FIRST_BUCKET_BITS), "{i}");
             assert!(seen.insert((b, o)), "{i}");
@@ -438,32 +555,65 @@ mod tests {
         );
     }
 
-    #[test]
-    fn nodes_are_freed_with_their_last_reference_and_reused() {
-        let a = Arena::new();
-        let page = |n: u8| PageRef {
-            loc: PageLoc::Disk(u64::from(n)),
+    fn page(n: u8) -> PageRef {
+        PageRef {
+            loc: PageLoc::Disk(1 << 32 | u64::from(n)),
             checksum: 7,
             node: [n; 32],
             count: 3,
-        };
+        }
+    }
+
+    #[test]
+    fn nodes_are_freed_with_their_last_reference_and_reused() {
+        let h = Hasher::Blake3;
+        let a = Arena::new();
         let l = a.new_page(&page(1));
         let r = a.new_page(&page(2));
-        let b = a.new_branch(&[9; 32], l, r);
+        let b = a.new_branch(h, l, r);
         assert_eq!(a.live(), (1, 2));
         // A second version shares the left page under a new branch.
         let r2 = a.new_page(&page(3));
-        let b2 = a.new_branch(&[8; 32], a.share(l), r2);
+        let b2 = a.new_branch(h, a.share(l), r2);
         assert_eq!(a.live(), (2, 3));
         a.release(b);
         assert_eq!(a.live(), (1, 2), "the shared page stays");
         assert!(matches!(a.slot(l), Slot::Page(p) if p.node == [1; 32]));
         a.release(b2);
         assert_eq!(a.live(), (0, 0));
+        assert_eq!(a.live_bytes(), 0);
         // Freed slots are reused.
         let again = a.new_page(&page(4));
         assert!(again == l || again == r || again == r2);
         a.release(again);
+    }
+
+    /// A branch over two pages is a twig: no node stored, the same node and kind as a branch
+    /// that stores it, and a third of the bytes; a branch over anything else stores its node.
+    #[test]
+    fn twigs_hash_their_node_when_asked() {
+        let h = Hasher::Blake3;
+        let a = Arena::new();
+        let mut leaf = page(5);
+        leaf.node = h.hash_leaf(&[1; 32], &[2; 32]);
+        let mut empty = page(6);
+        empty.node = TERMINATOR;
+        for (x, y) in [(page(1), page(2)), (leaf.clone(), empty.clone()), (empty.clone(), empty.clone()), (page(3), leaf)] {
+            let twig = a.new_branch(h, a.new_page(&x), a.new_page(&y));
+            assert_eq!(a.twigs.live.load(Ordering::Relaxed), 1);
+            let want = parent(h, &x.node, &y.node);
+            assert_eq!(a.node(twig), want);
+            assert_eq!(a.node_kind(twig), Hasher::node_kind(&want));
+            assert!(matches!(a.slot(twig), Slot::Branch(..)));
+            // Above a twig, a branch stores its node.
+            let top = a.new_branch(h, twig, NodeId::EMPTY);
+            assert_eq!(a.branches.live.load(Ordering::Relaxed), 1);
+            assert_eq!(a.node(top), parent(h, &want, &TERMINATOR));
+            assert_eq!(a.node_kind(top), Hasher::node_kind(&a.node(top)));
+            assert_eq!(a.live_bytes(), 4 * (BRANCH_WORDS + TWIG_WORDS + 2 * PAGE_WORDS) as u64);
+            a.release(top);
+            assert_eq!(a.live(), (0, 0));
+        }
     }
 
     #[test]

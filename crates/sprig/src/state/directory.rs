@@ -16,7 +16,7 @@ pub use crate::state::page_ref::{MemoryPage, PageLoc, PageRef};
 use crate::state::page::Page;
 use crate::state::prefix::Prefix;
 use sprig_core::proof::{PathProof, ProofNode, Terminal};
-use sprig_core::trie::{bit_at, parent, KeyPath, Node, NodeKind, TERMINATOR};
+use sprig_core::trie::{bit_at, KeyPath, Node, NodeKind, TERMINATOR};
 use sprig_core::Hasher;
 use std::sync::Arc;
 
@@ -82,9 +82,8 @@ impl Subtree {
             Arc::ptr_eq(&left.arena, &right.arena),
             "a branch over subtrees of two directory stores"
         );
-        let node = parent(hasher, &left.node(), &right.node());
         let arena = left.arena.clone();
-        let id = arena.new_branch(&node, left.into_id(), right.into_id());
+        let id = arena.new_branch(hasher, left.into_id(), right.into_id());
         Subtree { arena, id }
     }
 
@@ -127,7 +126,7 @@ impl Subtree {
         match self.arena.slot(self.id) {
             Slot::Empty => Shape::Empty,
             Slot::Page(r) => Shape::Page(r),
-            Slot::Branch(_, l, r) => Shape::Branch(
+            Slot::Branch(l, r) => Shape::Branch(
                 Subtree::shared(&self.arena, l),
                 Subtree::shared(&self.arena, r),
             ),
@@ -190,7 +189,7 @@ fn walk_pages(arena: &Arena, id: NodeId, pos: Prefix, f: &mut dyn FnMut(&Prefix,
         match arena.slot(id) {
             Slot::Empty => {}
             Slot::Page(r) => f(&pos, &r),
-            Slot::Branch(_, l, r) => {
+            Slot::Branch(l, r) => {
                 stack.push((r, pos.child(true)));
                 stack.push((l, pos.child(false)));
             }
@@ -480,7 +479,7 @@ impl Directory {
             match self.arena.slot(id) {
                 Slot::Empty => {}
                 Slot::Page(r) => out.push((pos, r)),
-                Slot::Branch(_, l, r) => {
+                Slot::Branch(l, r) => {
                     // Children in visiting order: (near, far).
                     let (near, far) = if reverse {
                         ((r, pos.child(true)), (l, pos.child(false)))
@@ -512,8 +511,8 @@ impl Directory {
         let mut siblings = Vec::new();
         let mut id = self.root;
         let mut depth = 0usize;
-        while let Slot::Branch(node, l, r) = self.arena.slot(id) {
-            if Hasher::node_kind(&node) != NodeKind::Internal {
+        while let Some((l, r)) = self.arena.children(id) {
+            if self.arena.node_kind(id) != NodeKind::Internal {
                 return Err(DirectoryError::ThinBranch(Prefix::of_key(key, depth)));
             }
             let right = bit_at(key, depth);
@@ -566,8 +565,8 @@ impl Directory {
         match self.arena.slot(id) {
             Slot::Empty => region(&pos, None, keys, out)?,
             Slot::Page(r) => region(&pos, Some(&r), keys, out)?,
-            Slot::Branch(node, l, r) => {
-                if Hasher::node_kind(&node) != NodeKind::Internal {
+            Slot::Branch(l, r) => {
+                if self.arena.node_kind(id) != NodeKind::Internal {
                     return Err(DirectoryError::ThinBranch(pos));
                 }
                 out.push(ProofNode::Internal);
@@ -597,7 +596,7 @@ pub fn diff(from: &Directory, to: &Directory) -> Result<Vec<Region>, DirectoryEr
             continue;
         }
         match (arena.slot(a), arena.slot(b)) {
-            (Slot::Branch(_, al, ar), Slot::Branch(_, bl, br)) => {
+            (Slot::Branch(al, ar), Slot::Branch(bl, br)) => {
                 stack.push((ar, br, pos.child(true)));
                 stack.push((al, bl, pos.child(false)));
             }
@@ -625,7 +624,7 @@ mod tests {
         node[..4].copy_from_slice(&n.to_le_bytes());
         node[4] = 0x5a;
         PageRef {
-            loc: PageLoc::Disk(u64::from(n)),
+            loc: PageLoc::Disk(1 << 32 | u64::from(n)),
             checksum: u64::from(n) * 3,
             node,
             count: n % 7 + 2,
@@ -734,7 +733,7 @@ mod tests {
                     let (pos, page) = dir.locate(key);
                     let leaf = model.iter().find(|(p, _)| p.contains(key)).map(|(p, l)| (*p, *l));
                     prop_assert_eq!(Some(pos), leaf.map(|(p, _)| p));
-                    let loc = page.map(|r| match r.loc { PageLoc::Disk(l) => l, PageLoc::Memory(_) => u64::MAX });
+                    let loc = page.map(|r| match r.loc { PageLoc::Disk(l) => l, PageLoc::Memory(_) => u64::MAX } & 0xffff_ffff);
                     prop_assert_eq!(loc, leaf.and_then(|(_, l)| l).map(u64::from));
                 }
                 // The sparse branches above each region: the ancestors holding at most
