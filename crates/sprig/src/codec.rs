@@ -12,7 +12,76 @@ pub struct DecodeError {
     pub at: usize,
 }
 
-/// A cursor over untrusted bytes.
+/// Untrusted bytes decoded in order, from a slice ([`Reader`]) or from a file read a piece at a
+/// time ([`StreamReader`]): the primitives every decoder is written with.
+pub trait Source {
+    /// The next `n` bytes (a [`StreamReader`] takes at most [`STREAM_CHUNK`] at once).
+    fn take(&mut self, n: usize) -> Result<&[u8], DecodeError>;
+
+    /// The current position.
+    fn position(&self) -> usize;
+
+    /// Bytes not read yet.
+    fn remaining(&self) -> usize;
+
+    /// A decode error at the current position.
+    fn error(&self, what: &'static str) -> DecodeError {
+        DecodeError {
+            what,
+            at: self.position(),
+        }
+    }
+
+    /// The next `N` bytes as an array.
+    fn array<const N: usize>(&mut self) -> Result<[u8; N], DecodeError> {
+        let mut out = [0u8; N];
+        out.copy_from_slice(self.take(N)?);
+        Ok(out)
+    }
+
+    /// A `u8`.
+    fn u8(&mut self) -> Result<u8, DecodeError> {
+        let [b] = self.array()?;
+        Ok(b)
+    }
+
+    /// A little-endian `u16`.
+    fn u16(&mut self) -> Result<u16, DecodeError> {
+        Ok(u16::from_le_bytes(self.array()?))
+    }
+
+    /// A little-endian `u32`.
+    fn u32(&mut self) -> Result<u32, DecodeError> {
+        Ok(u32::from_le_bytes(self.array()?))
+    }
+
+    /// A little-endian `u64`.
+    fn u64(&mut self) -> Result<u64, DecodeError> {
+        Ok(u64::from_le_bytes(self.array()?))
+    }
+
+    /// A count of items of at least `min_item_bytes` each, refused if the rest of the input
+    /// cannot hold that many (so no allocation outgrows the input).
+    fn count(&mut self, min_item_bytes: usize) -> Result<usize, DecodeError> {
+        let n = self.u64()?;
+        let n = usize::try_from(n).map_err(|_| self.error("count too large"))?;
+        if n > self.remaining() / min_item_bytes.max(1) {
+            return Err(self.error("count larger than the input"));
+        }
+        Ok(n)
+    }
+
+    /// Fail unless every byte was read.
+    fn finish(&self) -> Result<(), DecodeError> {
+        if self.remaining() == 0 {
+            Ok(())
+        } else {
+            Err(self.error("trailing bytes"))
+        }
+    }
+}
+
+/// A cursor over untrusted bytes in memory.
 pub struct Reader<'a> {
     bytes: &'a [u8],
     at: usize,
@@ -24,22 +93,7 @@ impl<'a> Reader<'a> {
         Reader { bytes, at: 0 }
     }
 
-    /// The current position.
-    pub fn position(&self) -> usize {
-        self.at
-    }
-
-    /// Bytes not read yet.
-    pub fn remaining(&self) -> usize {
-        self.bytes.len().saturating_sub(self.at)
-    }
-
-    /// A decode error at the current position.
-    pub fn error(&self, what: &'static str) -> DecodeError {
-        DecodeError { what, at: self.at }
-    }
-
-    /// The next `n` bytes.
+    /// The next `n` bytes, borrowed from the input.
     pub fn slice(&mut self, n: usize) -> Result<&'a [u8], DecodeError> {
         let end = self
             .at
@@ -52,53 +106,121 @@ impl<'a> Reader<'a> {
         self.at = end;
         Ok(s)
     }
+}
 
-    /// The next `N` bytes as an array.
-    pub fn array<const N: usize>(&mut self) -> Result<[u8; N], DecodeError> {
-        let mut out = [0u8; N];
-        out.copy_from_slice(self.slice(N)?);
-        Ok(out)
+impl Source for Reader<'_> {
+    fn take(&mut self, n: usize) -> Result<&[u8], DecodeError> {
+        self.slice(n)
     }
 
-    /// A `u8`.
-    pub fn u8(&mut self) -> Result<u8, DecodeError> {
-        let [b] = self.array()?;
-        Ok(b)
+    fn position(&self) -> usize {
+        self.at
     }
 
-    /// A little-endian `u16`.
-    pub fn u16(&mut self) -> Result<u16, DecodeError> {
-        Ok(u16::from_le_bytes(self.array()?))
+    fn remaining(&self) -> usize {
+        self.bytes.len().saturating_sub(self.at)
     }
+}
 
-    /// A little-endian `u32`.
-    pub fn u32(&mut self) -> Result<u32, DecodeError> {
-        Ok(u32::from_le_bytes(self.array()?))
-    }
+/// How much of a file a [`StreamReader`] reads at once, and the most one `take` may ask for.
+pub const STREAM_CHUNK: usize = 1 << 20;
 
-    /// A little-endian `u64`.
-    pub fn u64(&mut self) -> Result<u64, DecodeError> {
-        Ok(u64::from_le_bytes(self.array()?))
-    }
+/// A cursor over the first `len` bytes of a file, read [`STREAM_CHUNK`] bytes at a time with
+/// `read_at(buffer, offset)`, so decoding a file needs one chunk of memory instead of the file;
+/// it keeps the checksum of every byte it has read.
+pub struct StreamReader<F: FnMut(&mut [u8], u64) -> std::io::Result<()>> {
+    read_at: F,
+    len: usize,
+    /// Bytes read from the file and not yet taken: `buf[taken..]` starts at `at`.
+    buf: Vec<u8>,
+    taken: usize,
+    at: usize,
+    /// Bytes read from the file so far.
+    read: usize,
+    hasher: xxhash_rust::xxh3::Xxh3,
+    /// The first read that failed (decoding then fails as truncated).
+    failed: Option<std::io::Error>,
+}
 
-    /// A count of items of at least `min_item_bytes` each, refused if the rest of the input
-    /// cannot hold that many (so no allocation outgrows the input).
-    pub fn count(&mut self, min_item_bytes: usize) -> Result<usize, DecodeError> {
-        let n = self.u64()?;
-        let n = usize::try_from(n).map_err(|_| self.error("count too large"))?;
-        if n > self.remaining() / min_item_bytes.max(1) {
-            return Err(self.error("count larger than the input"));
+impl<F: FnMut(&mut [u8], u64) -> std::io::Result<()>> StreamReader<F> {
+    /// Read the first `len` bytes of a file through `read_at`.
+    pub fn new(len: usize, read_at: F) -> StreamReader<F> {
+        StreamReader {
+            read_at,
+            len,
+            buf: Vec::new(),
+            taken: 0,
+            at: 0,
+            read: 0,
+            hasher: xxhash_rust::xxh3::Xxh3::new(),
+            failed: None,
         }
-        Ok(n)
     }
 
-    /// Fail unless every byte was read.
-    pub fn finish(&self) -> Result<(), DecodeError> {
-        if self.remaining() == 0 {
-            Ok(())
-        } else {
-            Err(self.error("trailing bytes"))
+    /// Read the next chunk after what is buffered; false once the file is read or a read fails.
+    fn fill(&mut self) -> bool {
+        let n = STREAM_CHUNK.min(self.len - self.read);
+        if n == 0 || self.failed.is_some() {
+            return false;
         }
+        self.buf.drain(..self.taken);
+        self.taken = 0;
+        let start = self.buf.len();
+        self.buf.resize(start + n, 0);
+        match (self.read_at)(&mut self.buf[start..], self.read as u64) {
+            Ok(()) => {
+                self.hasher.update(&self.buf[start..]);
+                self.read += n;
+                true
+            }
+            Err(e) => {
+                self.buf.truncate(start);
+                self.failed = Some(e);
+                false
+            }
+        }
+    }
+
+    /// The checksum ([`checksum`]) of all `len` bytes, reading what decoding left unread; or
+    /// the error of a read that failed.
+    pub fn checksum(mut self) -> std::io::Result<u64> {
+        self.buf.clear();
+        self.taken = 0;
+        while self.fill() {
+            self.buf.clear();
+        }
+        match self.failed {
+            Some(e) => Err(e),
+            None => Ok(self.hasher.digest()),
+        }
+    }
+}
+
+impl<F: FnMut(&mut [u8], u64) -> std::io::Result<()>> Source for StreamReader<F> {
+    fn take(&mut self, n: usize) -> Result<&[u8], DecodeError> {
+        if n > self.remaining() {
+            return Err(self.error("truncated"));
+        }
+        if n > STREAM_CHUNK {
+            return Err(self.error("a field longer than a read of the stream"));
+        }
+        while self.buf.len() - self.taken < n {
+            if !self.fill() {
+                return Err(self.error("truncated (the file could not be read)"));
+            }
+        }
+        let start = self.taken;
+        self.taken += n;
+        self.at += n;
+        Ok(&self.buf[start..self.taken])
+    }
+
+    fn position(&self) -> usize {
+        self.at
+    }
+
+    fn remaining(&self) -> usize {
+        self.len - self.at
     }
 }
 
@@ -155,4 +277,82 @@ pub fn hex(bytes: &[u8]) -> String {
         let _ = write!(out, "{b:02x}");
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Bytes of `n` records (a u8, a u64, a 5-byte array and a u32): 18 bytes each, so records
+    /// straddle the stream's chunk boundaries.
+    fn records(n: usize) -> Vec<u8> {
+        let mut out = Vec::new();
+        for i in 0..n {
+            out.put_u8(i as u8);
+            out.put_u64(i as u64 * 0x9e37_79b9);
+            out.extend_from_slice(&[i as u8 ^ 0x5a; 5]);
+            out.put_u32(i as u32);
+        }
+        out
+    }
+
+    type Record = (u8, u64, [u8; 5], u32);
+
+    fn decode_all(r: &mut impl Source, n: usize) -> Result<Vec<Record>, DecodeError> {
+        let mut out = Vec::with_capacity(n);
+        for _ in 0..n {
+            out.push((r.u8()?, r.u64()?, r.array()?, r.u32()?));
+        }
+        r.finish()?;
+        Ok(out)
+    }
+
+    /// A stream read in chunks decodes what the same bytes in memory decode, across chunk
+    /// boundaries, reads each byte of the file once, and checksums all of it even when
+    /// decoding stops early.
+    #[test]
+    fn a_stream_decodes_like_a_slice_and_checksums_the_whole() {
+        let n = STREAM_CHUNK * 2 / 18 + 77;
+        let bytes = records(n);
+        let mut read = 0usize;
+        let mut s = StreamReader::new(bytes.len(), |buf: &mut [u8], at| {
+            read += buf.len();
+            buf.copy_from_slice(&bytes[at as usize..at as usize + buf.len()]);
+            Ok(())
+        });
+        assert_eq!(decode_all(&mut s, n), decode_all(&mut Reader::new(&bytes), n));
+        assert_eq!(s.checksum().unwrap(), checksum(&bytes));
+        assert_eq!(read, bytes.len());
+        // Stopping after a few records still checksums everything.
+        let mut s = StreamReader::new(bytes.len(), |buf: &mut [u8], at| {
+            buf.copy_from_slice(&bytes[at as usize..at as usize + buf.len()]);
+            Ok(())
+        });
+        assert!(decode_all(&mut s, 3).is_err(), "trailing bytes");
+        assert_eq!(s.checksum().unwrap(), checksum(&bytes));
+        // Past the end is truncation at the right place.
+        let mut s = StreamReader::new(10, |buf: &mut [u8], at| {
+            buf.copy_from_slice(&bytes[at as usize..at as usize + buf.len()]);
+            Ok(())
+        });
+        assert_eq!(s.take(9).map(<[u8]>::len), Ok(9));
+        assert_eq!(s.take(2).unwrap_err(), DecodeError { what: "truncated", at: 9 });
+    }
+
+    /// A read that fails ends decoding with an error, and the checksum reports the I/O error
+    /// instead of a digest of bytes never read.
+    #[test]
+    fn a_failed_read_is_an_error_not_a_digest() {
+        let bytes = records(STREAM_CHUNK / 18 * 3);
+        let mut s = StreamReader::new(bytes.len(), |buf: &mut [u8], at| {
+            if at > 0 {
+                return Err(std::io::Error::other("bad sector"));
+            }
+            buf.copy_from_slice(&bytes[..buf.len()]);
+            Ok(())
+        });
+        let e = decode_all(&mut s, bytes.len() / 18).unwrap_err();
+        assert!(e.at <= STREAM_CHUNK, "{e:?}");
+        assert_eq!(s.checksum().unwrap_err().to_string(), "bad sector");
+    }
 }

@@ -3,10 +3,10 @@
 //! Decoding checks every segment id, fill level, location and extent against the segment size
 //! the checkpoint states.
 
-use crate::codec::{checksum, Put, Reader};
+use crate::codec::{checksum, Put, Reader, Source, StreamReader};
 use crate::state::directory::{Arena, Directory};
 use crate::error::{Error, Result};
-use crate::io::Storage;
+use crate::io::{OpenOptions, Storage};
 use crate::log::record::{
     check_subtree_locs, decode_subtree, decode_union_state, encode_union_state, decode_table_def, encode_subtree, encode_table_def,
     for_each_disk_page, hex, MIN_NODE_BYTES,
@@ -108,7 +108,17 @@ impl Checkpoint {
         if checksum(body) != stored {
             return Err(bad(body_len, "checkpoint checksum mismatch"));
         }
-        let mut r = Reader::new(body);
+        Checkpoint::decode_body(name, &mut Reader::new(body), arena, hasher)
+    }
+
+    /// Decode a checkpoint's body (all but its checksum) from `r`.
+    fn decode_body(
+        name: &str,
+        r: &mut impl Source,
+        arena: &Arc<Arena>,
+        hasher: Hasher,
+    ) -> Result<Checkpoint> {
+        let bad = |at: usize, what: &str| Error::corruption(name, at as u64, what);
         let de = |e: crate::codec::DecodeError| bad(e.at, e.what);
         if &r.array::<4>().map_err(de)? != MAGIC {
             return Err(bad(0, "not a checkpoint (bad magic)"));
@@ -165,7 +175,7 @@ impl Checkpoint {
             check_value_extent(l, blocks, segment_blocks).map_err(|what| bad(at, what))?;
             values.push((l, blocks, r.u32().map_err(de)?, r.array().map_err(de)?));
         }
-        let tables = decode_tables(&mut r, arena, hasher, segment_blocks, version == VERSION, &bad)?;
+        let tables = decode_tables(r, arena, hasher, segment_blocks, version == VERSION, &bad)?;
         r.finish().map_err(de)?;
         if values
             .iter()
@@ -209,7 +219,9 @@ impl Checkpoint {
         )
     }
 
-    /// Load the checkpoint with sequence number `seq`.
+    /// Load the checkpoint with sequence number `seq`, reading its file a piece at a time (the
+    /// directory is built as the file is read: no copy of the file is held). The checksum is
+    /// checked over the whole file whatever decoding found, and a mismatch is reported first.
     pub fn load(
         storage: &dyn Storage,
         seq: u64,
@@ -217,8 +229,34 @@ impl Checkpoint {
         hasher: Hasher,
     ) -> Result<Checkpoint> {
         let name = checkpoint_file_name(seq);
-        let bytes = crate::log::read_file(storage, &name)?;
-        let cp = Checkpoint::decode(&name, &bytes, arena, hasher)?;
+        let file = storage
+            .open(
+                &name,
+                OpenOptions {
+                    create: false,
+                    direct: false,
+                },
+            )
+            .map_err(|e| Error::io("opening", &name, e))?;
+        let len = file.size().map_err(|e| Error::io("reading", &name, e))?;
+        let body_len = len
+            .checked_sub(8)
+            .and_then(|l| usize::try_from(l).ok())
+            .ok_or_else(|| Error::corruption(&name, 0, "checkpoint truncated"))?;
+        let mut tail = [0u8; 8];
+        file.read_at(&mut tail, body_len as u64)
+            .map_err(|e| Error::io("reading", &name, e))?;
+        let mut r = StreamReader::new(body_len, |buf: &mut [u8], at| file.read_at(buf, at));
+        let decoded = Checkpoint::decode_body(&name, &mut r, arena, hasher);
+        let sum = r.checksum().map_err(|e| Error::io("reading", &name, e))?;
+        if sum != u64::from_le_bytes(tail) {
+            return Err(Error::corruption(
+                &name,
+                body_len as u64,
+                "checkpoint checksum mismatch",
+            ));
+        }
+        let cp = decoded?;
         if cp.seq != seq {
             return Err(Error::corruption(
                 &name,
@@ -261,7 +299,7 @@ pub(crate) fn encode_tables(tables: &Tables, out: &mut Vec<u8>) -> Result<()> {
 /// every location against `segment_blocks`, each directory against its stated root and entry
 /// count, and that the default table comes first; `bad` names where a check failed.
 pub(crate) fn decode_tables(
-    r: &mut Reader<'_>,
+    r: &mut impl Source,
     arena: &Arc<Arena>,
     hasher: Hasher,
     segment_blocks: u32,
@@ -399,6 +437,57 @@ mod tests {
             assert!(Checkpoint::decode("c", &b, &Arena::new(), h).is_err(), "bit {i}");
         }
         assert!(Checkpoint::load(&s, 12, &Arena::new(), Hasher::Sha256).is_err());
+    }
+
+    /// A checkpoint larger than one read of the stream loads piece by piece to the same
+    /// directory, and a flipped bit in a later piece is still a checksum mismatch.
+    #[test]
+    fn a_checkpoint_larger_than_a_read_loads_in_pieces() {
+        fn build(arena: &Arc<Arena>, h: Hasher, depth: u32, i: u64) -> Subtree {
+            if depth == 15 {
+                let mut node = [7u8; 32];
+                node[0] = 0x10;
+                node[1..9].copy_from_slice(&i.to_le_bytes());
+                return Subtree::page(
+                    arena,
+                    &PageRef {
+                        loc: PageLoc::Disk(loc(1 + (i / 200) as u32, (i % 200) as u32)),
+                        checksum: i,
+                        node,
+                        count: 3,
+                    },
+                );
+            }
+            Subtree::branch(h, build(arena, h, depth + 1, 2 * i), build(arena, h, depth + 1, 2 * i + 1))
+        }
+        let h = Hasher::Blake3;
+        let arena = Arena::new();
+        let dir = Directory::from_root(h, build(&arena, h, 0, 0));
+        let cp = Checkpoint {
+            seq: 5,
+            wal_id: 1,
+            wal_offset: 0,
+            durable_seq: 5,
+            table: SegmentTable::new(256),
+            tables: Tables::only_default(dir),
+        };
+        let s = MemoryStorage::new();
+        cp.store(&s).unwrap();
+        let name = checkpoint_file_name(5);
+        let file = s.open(&name, OpenOptions { create: false, direct: false }).unwrap();
+        let len = file.size().unwrap() as usize;
+        assert!(len > 3 * crate::codec::STREAM_CHUNK / 2, "{len} bytes");
+        let back = Checkpoint::load(&s, 5, &Arena::new(), h).unwrap();
+        assert_eq!(back.tables.default_dir().root_node(), cp.tables.default_dir().root_node());
+        assert_eq!(back.tables.default_dir().len(), 3 << 15);
+        assert_eq!(back.table.segments[&1].live_page_blocks, 200);
+        // One bit flipped in the second piece.
+        let at = crate::codec::STREAM_CHUNK as u64 + 1000;
+        let mut b = [0u8; 1];
+        file.read_at(&mut b, at).unwrap();
+        file.write_at(&[b[0] ^ 4], at).unwrap();
+        let e = Checkpoint::load(&s, 5, &Arena::new(), h).unwrap_err();
+        assert!(e.is_corruption() && e.to_string().contains("checksum mismatch"), "{e}");
     }
 
     /// A checkpoint whose checksum is right but whose table or directory names what no commit

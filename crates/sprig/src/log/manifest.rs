@@ -2,7 +2,7 @@
 //! format version and the settings fixed at creation (hasher, segment size). Written once,
 //! atomically (temporary file, sync, rename, directory sync), and checksummed.
 
-use crate::codec::{checksum, Put, Reader};
+use crate::codec::{checksum, Put, Reader, Source};
 use crate::error::{Error, Result};
 use crate::io::{OpenOptions, Storage};
 use sprig_core::Hasher;

@@ -9,7 +9,7 @@
 //! commit across tables is as atomic as any other. A record is applied only once every location,
 //! extent, segment id and fill level it names fits the segment geometry.
 
-use crate::codec::{DecodeError, Put, Reader};
+use crate::codec::{DecodeError, Put, Reader, Source};
 use crate::state::directory::{Arena, Directory, NodeId, PageLoc, PageRef, Slot, Subtree};
 use crate::log::segments::{
     check_loc, check_segment_id, check_used_blocks, check_value_extent, loc_block, loc_segment,
@@ -65,7 +65,7 @@ fn node_id(node: &Subtree) -> NodeId {
 }
 /// Decode a subtree rooted at depth `depth` into `arena`, recomputing branch nodes.
 pub fn decode_subtree(
-    r: &mut Reader<'_>,
+    r: &mut impl Source,
     arena: &Arc<Arena>,
     hasher: Hasher,
     depth: usize,
@@ -213,7 +213,7 @@ pub fn encode_union_state(state: &UnionState, out: &mut Vec<u8>) -> Result<(), U
 /// to its stated root and hold its stated entry count, and no more entries be merged than the
 /// inputs hold.
 pub fn decode_union_state(
-    r: &mut Reader<'_>,
+    r: &mut impl Source,
     arena: &Arc<Arena>,
     hasher: Hasher,
 ) -> Result<UnionState, DecodeError> {
@@ -334,10 +334,10 @@ fn put_str(out: &mut Vec<u8>, s: &str) {
 }
 
 /// Read a string written by [`put_str`].
-fn read_str(r: &mut Reader<'_>) -> Result<String, DecodeError> {
+fn read_str(r: &mut impl Source) -> Result<String, DecodeError> {
     let len = usize::from(r.u16()?);
-    let bytes = r.slice(len)?;
-    String::from_utf8(bytes.to_vec()).map_err(|_| r.error("a name that is not UTF-8"))
+    let bytes = r.take(len)?.to_vec();
+    String::from_utf8(bytes).map_err(|_| r.error("a name that is not UTF-8"))
 }
 
 /// Append a table description.
@@ -354,7 +354,7 @@ pub fn encode_table_def(def: &TableDef, out: &mut Vec<u8>) {
 }
 
 /// Read a table description written by [`encode_table_def`].
-pub fn decode_table_def(r: &mut Reader<'_>) -> Result<TableDef, DecodeError> {
+pub fn decode_table_def(r: &mut impl Source) -> Result<TableDef, DecodeError> {
     let id = r.u32()?;
     let name = read_str(r)?;
     let resolver = match r.u8()? {

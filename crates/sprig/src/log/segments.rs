@@ -10,7 +10,7 @@
 //! segment id read from disk must respect (a location past what the segment geometry allows is
 //! corruption, and no read allocates for a record before it has been found on disk).
 
-use crate::codec::{checksum, Put, Reader};
+use crate::codec::{checksum, Put, Reader, Source};
 use crate::error::{Error, Result};
 use crate::io::{BlockBuf, OpenOptions, ReadRequest, Storage, StorageFile, BLOCK_BYTES};
 use crate::options::{MAX_SEGMENT_BYTES, MIN_SEGMENT_BYTES};

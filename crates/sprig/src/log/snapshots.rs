@@ -13,7 +13,7 @@
 //! holds is durable; deleted by removing the file and syncing the directory, before the pin
 //! goes. A crash at any step leaves either the whole snapshot or none.
 
-use crate::codec::{checksum, Put, Reader};
+use crate::codec::{checksum, Put, Reader, Source};
 use crate::error::{Error, Result};
 use crate::io::Storage;
 use crate::log::checkpoint::{decode_tables, encode_tables};

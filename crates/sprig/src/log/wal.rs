@@ -22,7 +22,7 @@
 //! Reading never holds more than one record in memory, and every length is checked against
 //! the file's size before anything is allocated.
 
-use crate::codec::{checksum, Put, Reader};
+use crate::codec::{checksum, Put, Reader, Source};
 use crate::error::{Error, Result};
 use crate::io::{OpenOptions, Storage, StorageFile, BLOCK_BYTES};
 use std::sync::Arc;

@@ -7,6 +7,7 @@
 //! key order. Nothing is visible until a checkpoint of the finished directory is durable: a
 //! crash during a bulk load leaves the empty database it started from.
 
+use crate::codec::{Reader, Source};
 use crate::state::version::Version;
 use crate::write::engine::Inner;
 use crate::state::arena::Arena;
@@ -244,7 +245,7 @@ impl<'a> Buckets<'a> {
         }
         let mut out = Vec::with_capacity(usize::try_from(self.counts[b]).unwrap_or(0));
         for part in [&bytes[..], &self.memory[b][..]] {
-            let mut r = crate::codec::Reader::new(part);
+            let mut r = Reader::new(part);
             while r.remaining() > 0 {
                 let bad = |e: crate::codec::DecodeError| {
                     Error::corruption(spill_name(b), e.at as u64, e.what)
