@@ -236,6 +236,8 @@ pub trait Put {
     fn put_u64(&mut self, v: u64);
     /// Append a count (as `u64`).
     fn put_count(&mut self, n: usize);
+    /// Append bytes as they are.
+    fn put_bytes(&mut self, b: &[u8]);
 }
 
 impl Put for Vec<u8> {
@@ -253,6 +255,82 @@ impl Put for Vec<u8> {
     }
     fn put_count(&mut self, n: usize) {
         self.put_u64(n as u64);
+    }
+    fn put_bytes(&mut self, b: &[u8]) {
+        self.extend_from_slice(b);
+    }
+}
+
+/// Appending to a file at increasing offsets through `write_at(bytes, offset)`, [`STREAM_CHUNK`]
+/// bytes at a time, keeping the checksum of what was appended: an encoding of any size takes
+/// one chunk of memory. The first failed write is kept and every later append ignored.
+pub struct StreamWriter<F: FnMut(&[u8], u64) -> std::io::Result<()>> {
+    write_at: F,
+    buf: Vec<u8>,
+    written: u64,
+    hasher: xxhash_rust::xxh3::Xxh3,
+    failed: Option<std::io::Error>,
+}
+
+impl<F: FnMut(&[u8], u64) -> std::io::Result<()>> StreamWriter<F> {
+    /// Append from offset 0 through `write_at`.
+    pub fn new(write_at: F) -> StreamWriter<F> {
+        StreamWriter {
+            write_at,
+            buf: Vec::with_capacity(STREAM_CHUNK),
+            written: 0,
+            hasher: xxhash_rust::xxh3::Xxh3::new(),
+            failed: None,
+        }
+    }
+
+    fn flush(&mut self) {
+        if self.failed.is_none() && !self.buf.is_empty() {
+            match (self.write_at)(&self.buf, self.written) {
+                Ok(()) => {
+                    self.hasher.update(&self.buf);
+                    self.written += self.buf.len() as u64;
+                }
+                Err(e) => self.failed = Some(e),
+            }
+        }
+        self.buf.clear();
+    }
+
+    /// Write what is buffered; the number of bytes written and their checksum
+    /// ([`checksum`]), or the first write's error.
+    pub fn finish(mut self) -> std::io::Result<(u64, u64)> {
+        self.flush();
+        match self.failed {
+            Some(e) => Err(e),
+            None => Ok((self.written, self.hasher.digest())),
+        }
+    }
+}
+
+impl<F: FnMut(&[u8], u64) -> std::io::Result<()>> Put for StreamWriter<F> {
+    fn put_u8(&mut self, v: u8) {
+        self.put_bytes(&[v]);
+    }
+    fn put_u16(&mut self, v: u16) {
+        self.put_bytes(&v.to_le_bytes());
+    }
+    fn put_u32(&mut self, v: u32) {
+        self.put_bytes(&v.to_le_bytes());
+    }
+    fn put_u64(&mut self, v: u64) {
+        self.put_bytes(&v.to_le_bytes());
+    }
+    fn put_count(&mut self, n: usize) {
+        self.put_u64(n as u64);
+    }
+    fn put_bytes(&mut self, b: &[u8]) {
+        if self.buf.len() + b.len() > STREAM_CHUNK {
+            self.flush();
+        }
+        if self.failed.is_none() {
+            self.buf.extend_from_slice(b);
+        }
     }
 }
 
@@ -337,6 +415,29 @@ mod tests {
         });
         assert_eq!(s.take(9).map(<[u8]>::len), Ok(9));
         assert_eq!(s.take(2).unwrap_err(), DecodeError { what: "truncated", at: 9 });
+    }
+
+    /// A stream writer appends exactly what a vector would hold, in chunks at increasing
+    /// offsets, with the checksum of the whole; a failed write is returned, not dropped.
+    #[test]
+    fn a_stream_writer_writes_what_a_vector_holds() {
+        let bytes = records(STREAM_CHUNK * 2 / 18 + 5);
+        let mut file = Vec::new();
+        let mut w = StreamWriter::new(|b: &[u8], at| {
+            assert_eq!(at as usize, file.len(), "appends in order");
+            assert!(b.len() <= STREAM_CHUNK);
+            file.extend_from_slice(b);
+            Ok(())
+        });
+        for piece in bytes.chunks(18) {
+            w.put_bytes(piece);
+        }
+        assert_eq!(w.finish().unwrap(), (bytes.len() as u64, checksum(&bytes)));
+        assert_eq!(file, bytes);
+        let mut w = StreamWriter::new(|_: &[u8], _| Err(std::io::Error::other("disk full")));
+        w.put_bytes(&bytes);
+        w.put_u64(1);
+        assert_eq!(w.finish().unwrap_err().to_string(), "disk full");
     }
 
     /// A read that fails ends decoding with an error, and the checksum reports the I/O error

@@ -3,7 +3,7 @@
 //! Decoding checks every segment id, fill level, location and extent against the segment size
 //! the checkpoint states.
 
-use crate::codec::{checksum, Put, Reader, Source, StreamReader};
+use crate::codec::{checksum, Put, Reader, Source, StreamReader, StreamWriter};
 use crate::state::directory::{Arena, Directory};
 use crate::error::{Error, Result};
 use crate::io::{OpenOptions, Storage};
@@ -58,9 +58,19 @@ pub struct Checkpoint {
 }
 
 impl Checkpoint {
+    /// The whole file in memory (tests; [`Checkpoint::store`] streams it).
+    #[cfg(test)]
     fn encode(&self) -> Result<Vec<u8>> {
         let mut out = Vec::with_capacity(128 + self.tables.total_len() as usize);
-        out.extend_from_slice(MAGIC);
+        self.encode_body(&mut out)?;
+        let sum = checksum(&out);
+        out.put_u64(sum);
+        Ok(out)
+    }
+
+    /// Append the body: everything but the checksum that ends the file.
+    fn encode_body(&self, out: &mut impl Put) -> Result<()> {
+        out.put_bytes(MAGIC);
         out.put_u8(VERSION);
         out.put_u8(self.tables.hasher().id());
         out.put_u64(self.seq);
@@ -79,12 +89,9 @@ impl Checkpoint {
             out.put_u64(*l);
             out.put_u32(*blocks);
             out.put_u32(*table);
-            out.extend_from_slice(key);
+            out.put_bytes(key);
         }
-        encode_tables(&self.tables, &mut out)?;
-        let sum = checksum(&out);
-        out.put_u64(sum);
-        Ok(out)
+        encode_tables(&self.tables, out)
     }
 
     /// Decode the bytes of checkpoint file `name` (public for the fuzzers); every check
@@ -207,15 +214,21 @@ impl Checkpoint {
         })
     }
 
-    /// Write the checkpoint atomically (temporary file, sync, rename, directory sync).
+    /// Write the checkpoint atomically (temporary file, sync, rename, directory sync), a
+    /// piece at a time: no copy of the whole file is held in memory.
     pub fn store(&self, storage: &dyn Storage) -> Result<()> {
         let name = checkpoint_file_name(self.seq);
-        let bytes = self.encode()?;
-        crate::log::install_file(
+        crate::log::install_file_with(
             storage,
             &name,
-            &bytes,
             ("checkpoint.tmp_written", "checkpoint.renamed"),
+            &mut |file, tmp| {
+                let mut w = StreamWriter::new(|b: &[u8], at| file.write_at(b, at));
+                self.encode_body(&mut w)?;
+                let (len, sum) = w.finish().map_err(|e| Error::io("writing", tmp, e))?;
+                file.write_at(&sum.to_le_bytes(), len)
+                    .map_err(|e| Error::io("writing", tmp, e))
+            },
         )
     }
 
@@ -270,7 +283,7 @@ impl Checkpoint {
 
 /// Append every table of `tables` (descriptions, roots, entry counts, directories) and their
 /// union states: the part of a checkpoint that a named snapshot stores too.
-pub(crate) fn encode_tables(tables: &Tables, out: &mut Vec<u8>) -> Result<()> {
+pub(crate) fn encode_tables(tables: &Tables, out: &mut impl Put) -> Result<()> {
     out.put_u32(tables.next_id());
     out.put_count(tables.count());
     for (id, dir) in tables.dirs() {
@@ -278,7 +291,7 @@ pub(crate) fn encode_tables(tables: &Tables, out: &mut Vec<u8>) -> Result<()> {
             .def(id)
             .ok_or_else(|| Error::internal("a table without a description"))?;
         encode_table_def(&def, out);
-        out.extend_from_slice(&dir.root_node());
+        out.put_bytes(&dir.root_node());
         out.put_u64(dir.len());
         encode_subtree(&dir.tree(), out).map_err(|e| {
             Error::internal(format!("cannot save an unwritten version: {e}"))
@@ -439,8 +452,8 @@ mod tests {
         assert!(Checkpoint::load(&s, 12, &Arena::new(), Hasher::Sha256).is_err());
     }
 
-    /// A checkpoint larger than one read of the stream loads piece by piece to the same
-    /// directory, and a flipped bit in a later piece is still a checksum mismatch.
+    /// A checkpoint larger than one read of the stream is written and loaded piece by piece
+    /// to the same directory, and a flipped bit in a later piece is still a checksum mismatch.
     #[test]
     fn a_checkpoint_larger_than_a_read_loads_in_pieces() {
         fn build(arena: &Arc<Arena>, h: Hasher, depth: u32, i: u64) -> Subtree {
@@ -477,6 +490,10 @@ mod tests {
         let file = s.open(&name, OpenOptions { create: false, direct: false }).unwrap();
         let len = file.size().unwrap() as usize;
         assert!(len > 3 * crate::codec::STREAM_CHUNK / 2, "{len} bytes");
+        // Written a piece at a time, the file holds what the encoding in memory holds.
+        let mut whole = vec![0u8; len];
+        file.read_at(&mut whole, 0).unwrap();
+        assert!(whole == cp.encode().unwrap(), "the streamed file differs");
         let back = Checkpoint::load(&s, 5, &Arena::new(), h).unwrap();
         assert_eq!(back.tables.default_dir().root_node(), cp.tables.default_dir().root_node());
         assert_eq!(back.tables.default_dir().len(), 3 << 15);

@@ -18,7 +18,7 @@ pub mod wal;
 pub mod writer;
 
 use crate::error::{Error, Result};
-use crate::io::{OpenOptions, Storage};
+use crate::io::{OpenOptions, Storage, StorageFile};
 use crate::options::SyncPolicy;
 use parking_lot::Mutex;
 use segments::Segments;
@@ -46,6 +46,20 @@ pub(crate) fn install_file(
     bytes: &[u8],
     failpoints: (&'static str, &'static str),
 ) -> Result<()> {
+    install_file_with(storage, name, failpoints, &mut |file, tmp| {
+        file.write_at(bytes, 0)
+            .map_err(|e| Error::io("writing", tmp, e))
+    })
+}
+
+/// [`install_file`] with the contents written by `write` (given the temporary file and its
+/// name), for files written a piece at a time.
+pub(crate) fn install_file_with(
+    storage: &dyn Storage,
+    name: &str,
+    failpoints: (&'static str, &'static str),
+    write: &mut dyn FnMut(&dyn StorageFile, &str) -> Result<()>,
+) -> Result<()> {
     let _ = failpoints;
     let tmp = format!("{name}.tmp");
     let file = storage
@@ -58,8 +72,8 @@ pub(crate) fn install_file(
         )
         .map_err(|e| Error::io("creating", &tmp, e))?;
     file.set_len(0)
-        .and_then(|_| file.write_at(bytes, 0))
         .map_err(|e| Error::io("writing", &tmp, e))?;
+    write(file.as_ref(), &tmp)?;
     // Failpoint (feature `failpoints`): the temporary file written, not synced.
     failpoint!(failpoints.0);
     file.sync().map_err(|e| Error::io("writing", &tmp, e))?;

@@ -33,7 +33,7 @@ const PAGE_REF_BYTES: usize = 1 + 8 + 8 + 32 + 4;
 pub struct UnwrittenPage;
 
 /// Append the pre-order encoding of a directory subtree.
-pub fn encode_subtree(node: &Subtree, out: &mut Vec<u8>) -> Result<(), UnwrittenPage> {
+pub fn encode_subtree(node: &Subtree, out: &mut impl Put) -> Result<(), UnwrittenPage> {
     let arena = node.arena();
     let mut stack = vec![node_id(node)];
     while let Some(id) = stack.pop() {
@@ -46,7 +46,7 @@ pub fn encode_subtree(node: &Subtree, out: &mut Vec<u8>) -> Result<(), Unwritten
                 out.put_u8(TAG_PAGE);
                 out.put_u64(l);
                 out.put_u64(p.checksum);
-                out.extend_from_slice(&p.node);
+                out.put_bytes(&p.node);
                 out.put_u32(p.count);
             }
             Slot::Branch(l, r) => {
@@ -190,19 +190,19 @@ const UNION_CLEAR: u8 = 4;
 
 /// Append a union's state: its pinned segments, progress and frozen inputs (each input's
 /// root, entry count and directory).
-pub fn encode_union_state(state: &UnionState, out: &mut Vec<u8>) -> Result<(), UnwrittenPage> {
+pub fn encode_union_state(state: &UnionState, out: &mut impl Put) -> Result<(), UnwrittenPage> {
     out.put_u32(state.pinned_segments);
     match &state.through {
         None => out.put_u8(0),
         Some(k) => {
             out.put_u8(1);
-            out.extend_from_slice(k);
+            out.put_bytes(k);
         }
     }
     out.put_u64(state.consumed);
     out.put_count(state.inputs.len());
     for dir in &state.inputs {
-        out.extend_from_slice(&dir.root_node());
+        out.put_bytes(&dir.root_node());
         out.put_u64(dir.len());
         encode_subtree(&dir.tree(), out)?;
     }
@@ -326,11 +326,11 @@ impl UnionChange {
 
 /// Append a name: every name a catalog holds passed [`TableDef::check`] (at most
 /// `MAX_TABLE_NAME_BYTES` bytes), so its length always fits the u16 before it.
-fn put_str(out: &mut Vec<u8>, s: &str) {
+fn put_str(out: &mut impl Put, s: &str) {
     let len = u16::try_from(s.len());
     assert!(len.is_ok(), "a name of {} bytes passed the catalog's checks", s.len());
     out.put_u16(len.unwrap_or(u16::MAX));
-    out.extend_from_slice(s.as_bytes());
+    out.put_bytes(s.as_bytes());
 }
 
 /// Read a string written by [`put_str`].
@@ -341,7 +341,7 @@ fn read_str(r: &mut impl Source) -> Result<String, DecodeError> {
 }
 
 /// Append a table description.
-pub fn encode_table_def(def: &TableDef, out: &mut Vec<u8>) {
+pub fn encode_table_def(def: &TableDef, out: &mut impl Put) {
     out.put_u32(def.id);
     put_str(out, &def.name);
     match &def.resolver {
