@@ -234,6 +234,9 @@ pub struct Stats {
     pub directory_bytes: u64,
     /// Directory nodes held (branches and pages), across every version held.
     pub directory_nodes: u64,
+    /// Bytes of the directory's node slots in use or free for reuse: the RAM the node store
+    /// has taken, at least `directory_bytes`.
+    pub directory_slot_bytes: u64,
     /// Bytes of segment files written (live and garbage).
     pub disk_bytes: u64,
     /// Bytes of the latest version's pages and values.

@@ -795,6 +795,7 @@ impl Db {
         s.pages = pages;
         let arena = head.tables.arena();
         s.directory_bytes = arena.live_bytes();
+        s.directory_slot_bytes = arena.slot_bytes();
         s.directory_nodes = {
             let (branches, pages) = arena.live();
             branches + pages

@@ -275,17 +275,29 @@ pub(crate) fn recover(
         }
     }
 
+    // The checkpoint's directory is held only as the oldest retained version: once `keep`
+    // records have replaced it, the nodes the records replaced are freed and their slots
+    // reused by the next records (held for the whole replay, every node any record replaced
+    // stayed, and the slots for their copies were new: +38 MiB after 200 records at utxo 100M).
+    let Checkpoint {
+        seq: cp_seq,
+        wal_id: cp_wal_id,
+        wal_offset: cp_wal_offset,
+        durable_seq: cp_durable_seq,
+        table: cp_table,
+        tables: cp_tables,
+    } = cp;
     let mut state = Replayed {
-        seq: cp.seq,
-        tables: cp.tables.clone(),
-        table: cp.table.clone(),
+        seq: cp_seq,
+        tables: cp_tables.clone(),
+        table: cp_table.clone(),
         history: VecDeque::from([(
-            cp.tables.clone(),
+            cp_tables,
             Snapshot {
-                seq: cp.seq,
-                table: cp.table.clone(),
-                wal_id: cp.wal_id,
-                wal_end: cp.wal_offset,
+                seq: cp_seq,
+                table: cp_table,
+                wal_id: cp_wal_id,
+                wal_end: cp_wal_offset,
             },
         )]),
         keep: keep.max(1),
@@ -295,10 +307,10 @@ pub(crate) fn recover(
         checkpoint_seq,
         ..RecoveryReport::default()
     };
-    let mut last = (cp.wal_id, cp.wal_offset);
+    let mut last = (cp_wal_id, cp_wal_offset);
     let mut lost: Option<(u32, ReplayEnd)> = None;
     for (i, id) in wal_ids.iter().enumerate() {
-        let start = if *id == cp.wal_id { cp.wal_offset } else { 0 };
+        let start = if *id == cp_wal_id { cp_wal_offset } else { 0 };
         let end = Wal::replay(storage, *id, start, &mut |rec| state.apply(*id, rec))?;
         for (offset, seq) in &end.repaired {
             report
@@ -334,14 +346,14 @@ pub(crate) fn recover(
     }
     report.records_replayed = state.records;
     report.seq = state.seq;
-    if cp.durable_seq > state.seq {
+    if cp_durable_seq > state.seq {
         return Err(Error::corruption(
             wal_file_name(last.0),
             last.1,
             format!(
                 "the log ends at commit {}, but the checkpoint at commit {} was written when \
                  commit {} was durable: acknowledged commits were lost",
-                state.seq, cp.seq, cp.durable_seq
+                state.seq, cp_seq, cp_durable_seq
             ),
         ));
     }
@@ -372,7 +384,7 @@ pub(crate) fn recover(
             }
             let wal = Wal::reopen(storage, last.0, last.1)?;
             report.removed_files =
-                remove_stale_files(storage, &names, checkpoint_seq, cp.wal_id, &state.table);
+                remove_stale_files(storage, &names, checkpoint_seq, cp_wal_id, &state.table);
             Some(wal)
         }
     };

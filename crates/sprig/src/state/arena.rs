@@ -276,6 +276,15 @@ impl Arena {
             + bytes(&self.pages.live, PAGE_WORDS)
     }
 
+    /// The bytes of every slot handed out at least once, free ones included: what the store
+    /// has made resident (free slots are reused before new ones are taken).
+    pub fn slot_bytes(&self) -> u64 {
+        let bytes = |next: &AtomicU32, words: usize| u64::from(next.load(Ordering::Relaxed)) * words as u64 * 4;
+        bytes(&self.branches.next, BRANCH_WORDS)
+            + bytes(&self.twigs.next, TWIG_WORDS)
+            + bytes(&self.pages.next, PAGE_WORDS)
+    }
+
     /// The trie node of `id` (a twig's is hashed here: one hash).
     pub fn node(&self, id: NodeId) -> Node {
         match id.kind() {
