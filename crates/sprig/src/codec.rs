@@ -224,38 +224,34 @@ impl<F: FnMut(&mut [u8], u64) -> std::io::Result<()>> Source for StreamReader<F>
     }
 }
 
-/// Appending little-endian integers to a byte vector.
+/// Appending little-endian integers to a byte vector or a stream: an implementation appends
+/// bytes, the rest is written with that.
 pub trait Put {
-    /// Append a `u8`.
-    fn put_u8(&mut self, v: u8);
-    /// Append a little-endian `u16`.
-    fn put_u16(&mut self, v: u16);
-    /// Append a little-endian `u32`.
-    fn put_u32(&mut self, v: u32);
-    /// Append a little-endian `u64`.
-    fn put_u64(&mut self, v: u64);
-    /// Append a count (as `u64`).
-    fn put_count(&mut self, n: usize);
     /// Append bytes as they are.
     fn put_bytes(&mut self, b: &[u8]);
-}
-
-impl Put for Vec<u8> {
+    /// Append a `u8`.
     fn put_u8(&mut self, v: u8) {
-        self.push(v);
+        self.put_bytes(&[v]);
     }
+    /// Append a little-endian `u16`.
     fn put_u16(&mut self, v: u16) {
-        self.extend_from_slice(&v.to_le_bytes());
+        self.put_bytes(&v.to_le_bytes());
     }
+    /// Append a little-endian `u32`.
     fn put_u32(&mut self, v: u32) {
-        self.extend_from_slice(&v.to_le_bytes());
+        self.put_bytes(&v.to_le_bytes());
     }
+    /// Append a little-endian `u64`.
     fn put_u64(&mut self, v: u64) {
-        self.extend_from_slice(&v.to_le_bytes());
+        self.put_bytes(&v.to_le_bytes());
     }
+    /// Append a count (as `u64`).
     fn put_count(&mut self, n: usize) {
         self.put_u64(n as u64);
     }
+}
+
+impl Put for Vec<u8> {
     fn put_bytes(&mut self, b: &[u8]) {
         self.extend_from_slice(b);
     }
@@ -309,21 +305,6 @@ impl<F: FnMut(&[u8], u64) -> std::io::Result<()>> StreamWriter<F> {
 }
 
 impl<F: FnMut(&[u8], u64) -> std::io::Result<()>> Put for StreamWriter<F> {
-    fn put_u8(&mut self, v: u8) {
-        self.put_bytes(&[v]);
-    }
-    fn put_u16(&mut self, v: u16) {
-        self.put_bytes(&v.to_le_bytes());
-    }
-    fn put_u32(&mut self, v: u32) {
-        self.put_bytes(&v.to_le_bytes());
-    }
-    fn put_u64(&mut self, v: u64) {
-        self.put_bytes(&v.to_le_bytes());
-    }
-    fn put_count(&mut self, n: usize) {
-        self.put_u64(n as u64);
-    }
     fn put_bytes(&mut self, b: &[u8]) {
         if self.buf.len() + b.len() > STREAM_CHUNK {
             self.flush();
