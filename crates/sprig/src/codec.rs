@@ -128,8 +128,8 @@ pub const STREAM_CHUNK: usize = 1 << 20;
 /// A cursor over the first `len` bytes of a file, read [`STREAM_CHUNK`] bytes at a time with
 /// `read_at(buffer, offset)`, so decoding a file needs one chunk of memory instead of the file;
 /// it keeps the checksum of every byte it has read.
-pub struct StreamReader<F: FnMut(&mut [u8], u64) -> std::io::Result<()>> {
-    read_at: F,
+pub struct StreamReader<'a> {
+    read_at: &'a mut dyn FnMut(&mut [u8], u64) -> std::io::Result<()>,
     len: usize,
     /// Bytes read from the file and not yet taken: `buf[taken..]` starts at `at`.
     buf: Vec<u8>,
@@ -142,9 +142,12 @@ pub struct StreamReader<F: FnMut(&mut [u8], u64) -> std::io::Result<()>> {
     failed: Option<std::io::Error>,
 }
 
-impl<F: FnMut(&mut [u8], u64) -> std::io::Result<()>> StreamReader<F> {
+impl<'a> StreamReader<'a> {
     /// Read the first `len` bytes of a file through `read_at`.
-    pub fn new(len: usize, read_at: F) -> StreamReader<F> {
+    pub fn new(
+        len: usize,
+        read_at: &'a mut dyn FnMut(&mut [u8], u64) -> std::io::Result<()>,
+    ) -> StreamReader<'a> {
         StreamReader {
             read_at,
             len,
@@ -196,7 +199,7 @@ impl<F: FnMut(&mut [u8], u64) -> std::io::Result<()>> StreamReader<F> {
     }
 }
 
-impl<F: FnMut(&mut [u8], u64) -> std::io::Result<()>> Source for StreamReader<F> {
+impl Source for StreamReader<'_> {
     fn take(&mut self, n: usize) -> Result<&[u8], DecodeError> {
         if n > self.remaining() {
             return Err(self.error("truncated"));
@@ -260,17 +263,17 @@ impl Put for Vec<u8> {
 /// Appending to a file at increasing offsets through `write_at(bytes, offset)`, [`STREAM_CHUNK`]
 /// bytes at a time, keeping the checksum of what was appended: an encoding of any size takes
 /// one chunk of memory. The first failed write is kept and every later append ignored.
-pub struct StreamWriter<F: FnMut(&[u8], u64) -> std::io::Result<()>> {
-    write_at: F,
+pub struct StreamWriter<'a> {
+    write_at: &'a mut dyn FnMut(&[u8], u64) -> std::io::Result<()>,
     buf: Vec<u8>,
     written: u64,
     hasher: xxhash_rust::xxh3::Xxh3,
     failed: Option<std::io::Error>,
 }
 
-impl<F: FnMut(&[u8], u64) -> std::io::Result<()>> StreamWriter<F> {
+impl<'a> StreamWriter<'a> {
     /// Append from offset 0 through `write_at`.
-    pub fn new(write_at: F) -> StreamWriter<F> {
+    pub fn new(write_at: &'a mut dyn FnMut(&[u8], u64) -> std::io::Result<()>) -> StreamWriter<'a> {
         StreamWriter {
             write_at,
             buf: Vec::with_capacity(STREAM_CHUNK),
@@ -304,7 +307,7 @@ impl<F: FnMut(&[u8], u64) -> std::io::Result<()>> StreamWriter<F> {
     }
 }
 
-impl<F: FnMut(&[u8], u64) -> std::io::Result<()>> Put for StreamWriter<F> {
+impl Put for StreamWriter<'_> {
     fn put_bytes(&mut self, b: &[u8]) {
         if self.buf.len() + b.len() > STREAM_CHUNK {
             self.flush();
@@ -374,26 +377,25 @@ mod tests {
         let n = STREAM_CHUNK * 2 / 18 + 77;
         let bytes = records(n);
         let mut read = 0usize;
-        let mut s = StreamReader::new(bytes.len(), |buf: &mut [u8], at| {
+        let mut counted = |buf: &mut [u8], at| {
             read += buf.len();
             buf.copy_from_slice(&bytes[at as usize..at as usize + buf.len()]);
             Ok(())
-        });
+        };
+        let mut s = StreamReader::new(bytes.len(), &mut counted);
         assert_eq!(decode_all(&mut s, n), decode_all(&mut Reader::new(&bytes), n));
         assert_eq!(s.checksum().unwrap(), checksum(&bytes));
         assert_eq!(read, bytes.len());
         // Stopping after a few records still checksums everything.
-        let mut s = StreamReader::new(bytes.len(), |buf: &mut [u8], at| {
+        let mut copy = |buf: &mut [u8], at| {
             buf.copy_from_slice(&bytes[at as usize..at as usize + buf.len()]);
             Ok(())
-        });
+        };
+        let mut s = StreamReader::new(bytes.len(), &mut copy);
         assert!(decode_all(&mut s, 3).is_err(), "trailing bytes");
         assert_eq!(s.checksum().unwrap(), checksum(&bytes));
         // Past the end is truncation at the right place.
-        let mut s = StreamReader::new(10, |buf: &mut [u8], at| {
-            buf.copy_from_slice(&bytes[at as usize..at as usize + buf.len()]);
-            Ok(())
-        });
+        let mut s = StreamReader::new(10, &mut copy);
         assert_eq!(s.take(9).map(<[u8]>::len), Ok(9));
         assert_eq!(s.take(2).unwrap_err(), DecodeError { what: "truncated", at: 9 });
     }
@@ -404,18 +406,20 @@ mod tests {
     fn a_stream_writer_writes_what_a_vector_holds() {
         let bytes = records(STREAM_CHUNK * 2 / 18 + 5);
         let mut file = Vec::new();
-        let mut w = StreamWriter::new(|b: &[u8], at| {
+        let mut append = |b: &[u8], at| {
             assert_eq!(at as usize, file.len(), "appends in order");
             assert!(b.len() <= STREAM_CHUNK);
             file.extend_from_slice(b);
             Ok(())
-        });
+        };
+        let mut w = StreamWriter::new(&mut append);
         for piece in bytes.chunks(18) {
             w.put_bytes(piece);
         }
         assert_eq!(w.finish().unwrap(), (bytes.len() as u64, checksum(&bytes)));
         assert_eq!(file, bytes);
-        let mut w = StreamWriter::new(|_: &[u8], _| Err(std::io::Error::other("disk full")));
+        let mut full = |_: &[u8], _| Err(std::io::Error::other("disk full"));
+        let mut w = StreamWriter::new(&mut full);
         w.put_bytes(&bytes);
         w.put_u64(1);
         assert_eq!(w.finish().unwrap_err().to_string(), "disk full");
@@ -426,13 +430,14 @@ mod tests {
     #[test]
     fn a_failed_read_is_an_error_not_a_digest() {
         let bytes = records(STREAM_CHUNK / 18 * 3);
-        let mut s = StreamReader::new(bytes.len(), |buf: &mut [u8], at| {
+        let mut first_only = |buf: &mut [u8], at| {
             if at > 0 {
                 return Err(std::io::Error::other("bad sector"));
             }
             buf.copy_from_slice(&bytes[..buf.len()]);
             Ok(())
-        });
+        };
+        let mut s = StreamReader::new(bytes.len(), &mut first_only);
         let e = decode_all(&mut s, bytes.len() / 18).unwrap_err();
         assert!(e.at <= STREAM_CHUNK, "{e:?}");
         assert_eq!(s.checksum().unwrap_err().to_string(), "bad sector");

@@ -3,10 +3,10 @@
 //! Decoding checks every segment id, fill level, location and extent against the segment size
 //! the checkpoint states.
 
-use crate::codec::{checksum, Put, Reader, Source, StreamReader, StreamWriter};
+use crate::codec::{checksum, Put, Reader, Source};
 use crate::state::directory::{Arena, Directory};
 use crate::error::{Error, Result};
-use crate::io::{OpenOptions, Storage};
+use crate::io::Storage;
 use crate::log::record::{
     check_subtree_locs, decode_subtree, decode_union_state, encode_union_state, decode_table_def, encode_subtree, encode_table_def,
     for_each_disk_page, hex, MIN_NODE_BYTES,
@@ -217,18 +217,12 @@ impl Checkpoint {
     /// Write the checkpoint atomically (temporary file, sync, rename, directory sync), a
     /// piece at a time: no copy of the whole file is held in memory.
     pub fn store(&self, storage: &dyn Storage) -> Result<()> {
-        let name = checkpoint_file_name(self.seq);
-        crate::log::install_file_with(
+        crate::log::install_streamed(
             storage,
-            &name,
+            &checkpoint_file_name(self.seq),
             ("checkpoint.tmp_written", "checkpoint.renamed"),
-            &mut |file, tmp| {
-                let mut w = StreamWriter::new(|b: &[u8], at| file.write_at(b, at));
-                self.encode_body(&mut w)?;
-                let (len, sum) = w.finish().map_err(|e| Error::io("writing", tmp, e))?;
-                file.write_at(&sum.to_le_bytes(), len)
-                    .map_err(|e| Error::io("writing", tmp, e))
-            },
+            &[],
+            &mut |w| self.encode_body(w),
         )
     }
 
@@ -242,34 +236,10 @@ impl Checkpoint {
         hasher: Hasher,
     ) -> Result<Checkpoint> {
         let name = checkpoint_file_name(seq);
-        let file = storage
-            .open(
-                &name,
-                OpenOptions {
-                    create: false,
-                    direct: false,
-                },
-            )
-            .map_err(|e| Error::io("opening", &name, e))?;
-        let len = file.size().map_err(|e| Error::io("reading", &name, e))?;
-        let body_len = len
-            .checked_sub(8)
-            .and_then(|l| usize::try_from(l).ok())
-            .ok_or_else(|| Error::corruption(&name, 0, "checkpoint truncated"))?;
-        let mut tail = [0u8; 8];
-        file.read_at(&mut tail, body_len as u64)
-            .map_err(|e| Error::io("reading", &name, e))?;
-        let mut r = StreamReader::new(body_len, |buf: &mut [u8], at| file.read_at(buf, at));
-        let decoded = Checkpoint::decode_body(&name, &mut r, arena, hasher);
-        let sum = r.checksum().map_err(|e| Error::io("reading", &name, e))?;
-        if sum != u64::from_le_bytes(tail) {
-            return Err(Error::corruption(
-                &name,
-                body_len as u64,
-                "checkpoint checksum mismatch",
-            ));
-        }
-        let cp = decoded?;
+        let file = crate::log::open_existing(storage, &name)?;
+        let cp = crate::log::decode_streamed(file.as_ref(), &name, "checkpoint", 0, |r| {
+            Checkpoint::decode_body(&name, r, arena, hasher)
+        })?;
         if cp.seq != seq {
             return Err(Error::corruption(
                 &name,
@@ -487,7 +457,9 @@ mod tests {
         let s = MemoryStorage::new();
         cp.store(&s).unwrap();
         let name = checkpoint_file_name(5);
-        let file = s.open(&name, OpenOptions { create: false, direct: false }).unwrap();
+        let file = s
+            .open(&name, crate::io::OpenOptions { create: false, direct: false })
+            .unwrap();
         let len = file.size().unwrap() as usize;
         assert!(len > 3 * crate::codec::STREAM_CHUNK / 2, "{len} bytes");
         // Written a piece at a time, the file holds what the encoding in memory holds.

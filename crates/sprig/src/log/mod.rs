@@ -18,6 +18,7 @@ pub mod wal;
 pub mod writer;
 
 use crate::error::{Error, Result};
+use crate::codec::{StreamReader, StreamWriter};
 use crate::io::{OpenOptions, Storage, StorageFile};
 use crate::options::SyncPolicy;
 use parking_lot::Mutex;
@@ -37,23 +38,10 @@ pub(crate) struct Log {
     pub writer: Mutex<Writer>,
 }
 
-/// Write the small file `name` atomically: a temporary file written and synced, renamed into
-/// place, the directory synced. `failpoints` name the hooks after the write and after the
-/// rename (feature `failpoints`), for crash tests of the file's lifecycle.
-pub(crate) fn install_file(
-    storage: &dyn Storage,
-    name: &str,
-    bytes: &[u8],
-    failpoints: (&'static str, &'static str),
-) -> Result<()> {
-    install_file_with(storage, name, failpoints, &mut |file, tmp| {
-        file.write_at(bytes, 0)
-            .map_err(|e| Error::io("writing", tmp, e))
-    })
-}
-
-/// [`install_file`] with the contents written by `write` (given the temporary file and its
-/// name), for files written a piece at a time.
+/// Write file `name` atomically: a temporary file written by `write` (given the file and its
+/// name) and synced, renamed into place, the directory synced. `failpoints` name the hooks
+/// after the write and after the rename (feature `failpoints`), for crash tests of the file's
+/// lifecycle.
 pub(crate) fn install_file_with(
     storage: &dyn Storage,
     name: &str,
@@ -87,14 +75,62 @@ pub(crate) fn install_file_with(
         .map_err(|e| Error::io("installing", name, e))
 }
 
-/// The whole of the small file `name`.
-pub(crate) fn read_file(storage: &dyn Storage, name: &str) -> Result<Vec<u8>> {
-    read_file_start(storage, name, usize::MAX)
+/// Write file `name` atomically ([`install_file_with`]) as `head` followed by a body that
+/// `encode` appends a piece at a time, then the body's checksum: no copy of the body is held
+/// in memory whatever its size.
+pub(crate) fn install_streamed(
+    storage: &dyn Storage,
+    name: &str,
+    failpoints: (&'static str, &'static str),
+    head: &[u8],
+    encode: &mut dyn FnMut(&mut StreamWriter<'_>) -> Result<()>,
+) -> Result<()> {
+    install_file_with(storage, name, failpoints, &mut |file, tmp| {
+        let io = |e| Error::io("writing", tmp, e);
+        file.write_at(head, 0).map_err(io)?;
+        let start = head.len() as u64;
+        let mut append = |b: &[u8], at: u64| file.write_at(b, start + at);
+        let mut w = StreamWriter::new(&mut append);
+        encode(&mut w)?;
+        let (len, sum) = w.finish().map_err(io)?;
+        file.write_at(&sum.to_le_bytes(), start + len).map_err(io)
+    })
 }
 
-/// The first `max` bytes of file `name` (all of it if shorter).
-pub(crate) fn read_file_start(storage: &dyn Storage, name: &str, max: usize) -> Result<Vec<u8>> {
-    let file = storage
+/// Decode the body of file `name` (from byte `start` to the checksum in its last 8 bytes) a
+/// piece at a time with `decode`, as [`install_streamed`] wrote it. The checksum is checked
+/// over the whole body whatever decoding found, and a mismatch is reported first; `kind`
+/// names the file in errors ("checkpoint", "snapshot").
+pub(crate) fn decode_streamed<T>(
+    file: &dyn StorageFile,
+    name: &str,
+    kind: &str,
+    start: u64,
+    decode: impl FnOnce(&mut StreamReader<'_>) -> Result<T>,
+) -> Result<T> {
+    let len = file.size().map_err(|e| Error::io("reading", name, e))?;
+    let end = len
+        .checked_sub(8)
+        .filter(|end| *end >= start)
+        .ok_or_else(|| Error::corruption(name, start, format!("{kind} truncated")))?;
+    let body_len = usize::try_from(end - start)
+        .map_err(|_| Error::corruption(name, start, format!("{kind} too large")))?;
+    let mut tail = [0u8; 8];
+    file.read_at(&mut tail, end)
+        .map_err(|e| Error::io("reading", name, e))?;
+    let mut read = |buf: &mut [u8], at: u64| file.read_at(buf, start + at);
+    let mut r = StreamReader::new(body_len, &mut read);
+    let decoded = decode(&mut r);
+    let sum = r.checksum().map_err(|e| Error::io("reading", name, e))?;
+    if sum != u64::from_le_bytes(tail) {
+        return Err(Error::corruption(name, end, format!("{kind} checksum mismatch")));
+    }
+    decoded
+}
+
+/// Open the existing file `name` for reading.
+pub(crate) fn open_existing(storage: &dyn Storage, name: &str) -> Result<Arc<dyn StorageFile>> {
+    storage
         .open(
             name,
             OpenOptions {
@@ -102,7 +138,12 @@ pub(crate) fn read_file_start(storage: &dyn Storage, name: &str, max: usize) -> 
                 direct: false,
             },
         )
-        .map_err(|e| Error::io("opening", name, e))?;
+        .map_err(|e| Error::io("opening", name, e))
+}
+
+/// The first `max` bytes of file `name` (all of it if shorter).
+pub(crate) fn read_file_start(storage: &dyn Storage, name: &str, max: usize) -> Result<Vec<u8>> {
+    let file = open_existing(storage, name)?;
     let len = file.size().map_err(|e| Error::io("reading", name, e))?;
     let len = usize::try_from(len)
         .map_err(|_| Error::corruption(name, 0, "too large"))?

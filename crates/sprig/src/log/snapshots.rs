@@ -157,19 +157,17 @@ fn decode_header(
 }
 
 impl SnapshotFile {
-    /// Write the snapshot atomically under its name.
+    /// Write the snapshot atomically under its name, its tables a piece at a time (no copy of
+    /// the file is held in memory).
     pub fn store(&self, storage: &dyn Storage, segment_blocks: u32) -> Result<()> {
         check_snapshot_name(&self.header.name)?;
-        let mut bytes = encode_header(&self.header, self.tables.hasher(), segment_blocks);
-        let body_start = bytes.len();
-        encode_tables(&self.tables, &mut bytes)?;
-        let sum = checksum(&bytes[body_start..]);
-        bytes.put_u64(sum);
-        crate::log::install_file(
+        let header = encode_header(&self.header, self.tables.hasher(), segment_blocks);
+        crate::log::install_streamed(
             storage,
             &snapshot_file_name(&self.header.name),
-            &bytes,
             ("snapshot.tmp_written", "snapshot.renamed"),
+            &header,
+            &mut |w| encode_tables(&self.tables, w),
         )
     }
 
@@ -197,23 +195,13 @@ impl SnapshotFile {
         if checksum(body) != stored {
             return Err(bad(body_end, "snapshot checksum mismatch"));
         }
-        let mut r = Reader::new(body);
-        let at = |e: usize| body_start + e;
-        let tables = decode_tables(&mut r, arena, hasher, segment_blocks, true, &|e, what| {
-            bad(at(e), what)
-        })?;
-        r.finish()
-            .map_err(|e| bad(at(e.at), "bytes after the snapshot's tables"))?;
-        if tables.db_root() != header.db_root {
-            return Err(bad(
-                0,
-                "snapshot tables hash to another database root than its header states",
-            ));
-        }
+        let tables = decode_body(file, &mut Reader::new(body), body_start, arena, hasher, segment_blocks)?;
+        check_root(file, &header, &tables)?;
         Ok(SnapshotFile { header, tables })
     }
 
-    /// Load and check the whole snapshot `name`.
+    /// Load and check the whole snapshot `name`, reading its file a piece at a time (the
+    /// directory is built as the file is read: no copy of the file is held).
     pub fn load(
         storage: &dyn Storage,
         name: &str,
@@ -222,17 +210,50 @@ impl SnapshotFile {
         segment_blocks: u32,
     ) -> Result<SnapshotFile> {
         let file = snapshot_file_name(name);
-        let bytes = crate::log::read_file(storage, &file)?;
-        let snapshot = SnapshotFile::decode(&file, &bytes, arena, hasher, segment_blocks)?;
-        if snapshot.header.name != name {
+        let f = crate::log::open_existing(storage, &file)?;
+        let head = crate::log::read_file_start(storage, &file, MAX_HEADER_BYTES)?;
+        let (header, body_start) = decode_header(&file, &head, hasher, segment_blocks)?;
+        if header.name != name {
             return Err(Error::corruption(
                 &file,
                 0,
                 "snapshot holds another name than its file's",
             ));
         }
-        Ok(snapshot)
+        let tables = crate::log::decode_streamed(f.as_ref(), &file, "snapshot", body_start as u64, |r| {
+            decode_body(&file, r, body_start, arena, hasher, segment_blocks)
+        })?;
+        check_root(&file, &header, &tables)?;
+        Ok(SnapshotFile { header, tables })
     }
+}
+
+/// Decode a snapshot's tables from `r`, which starts at byte `body_start` of file `file`.
+fn decode_body(
+    file: &str,
+    r: &mut impl Source,
+    body_start: usize,
+    arena: &Arc<Arena>,
+    hasher: Hasher,
+    segment_blocks: u32,
+) -> Result<Tables> {
+    let bad = |at: usize, what: &str| Error::corruption(file, (body_start + at) as u64, what);
+    let tables = decode_tables(r, arena, hasher, segment_blocks, true, &bad)?;
+    r.finish()
+        .map_err(|e| bad(e.at, "bytes after the snapshot's tables"))?;
+    Ok(tables)
+}
+
+/// The tables must hash to the database root the header states.
+fn check_root(file: &str, header: &SnapshotHeader, tables: &Tables) -> Result<()> {
+    if tables.db_root() != header.db_root {
+        return Err(Error::corruption(
+            file,
+            0,
+            "snapshot tables hash to another database root than its header states",
+        ));
+    }
+    Ok(())
 }
 
 /// The header of snapshot file `file` (read from its start only).
