@@ -19,7 +19,8 @@ use sprig::log::segments::{
 use sprig::state::prefix::Prefix;
 use sprig::state::tables::Tables;
 use sprig_fuzz::{
-    hasher, hostile_blocks, hostile_loc, hostile_segment, hostile_segment_blocks, key, Choices,
+    hasher, hostile_blocks, hostile_loc, hostile_page_loc, hostile_segment, hostile_segment_blocks,
+    key, Choices,
 };
 
 fn raw(bytes: &[u8], h: sprig::Hasher) {
@@ -68,7 +69,7 @@ fn hostile(c: &mut Choices<'_>, h: sprig::Hasher) {
         Subtree::page(
             &arena,
             &PageRef {
-                loc: PageLoc::Disk(hostile_loc(c, at, blocks)),
+                loc: PageLoc::Disk(hostile_page_loc(c, at, blocks)),
                 checksum: 1,
                 node,
                 count: 1,

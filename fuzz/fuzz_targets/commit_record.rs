@@ -18,7 +18,9 @@ use sprig::log::segments::{
 use sprig::log::wal::{wal_file_name, Wal};
 use sprig::state::prefix::Prefix;
 use sprig::state::tables::Tables;
-use sprig_fuzz::{hasher, hostile_blocks, hostile_loc, hostile_segment, key, memory_file, Choices};
+use sprig_fuzz::{
+    hasher, hostile_blocks, hostile_loc, hostile_page_loc, hostile_segment, key, memory_file, Choices,
+};
 
 const SEGMENT_BLOCKS: u32 = MIN_SEGMENT_BLOCKS;
 
@@ -69,7 +71,7 @@ fn hostile_record(c: &mut Choices<'_>, h: sprig::Hasher) {
     let mut node = [3u8; 32];
     node[0] = 0x80;
     let page = PageRef {
-        loc: PageLoc::Disk(hostile_loc(c, loc(1, 5), SEGMENT_BLOCKS)),
+        loc: PageLoc::Disk(hostile_page_loc(c, loc(1, 5), SEGMENT_BLOCKS)),
         checksum: 1,
         node,
         count: 1,

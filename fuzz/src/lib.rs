@@ -234,6 +234,19 @@ pub fn hostile_loc(c: &mut Choices<'_>, valid: u64, segment_blocks: u32) -> u64 
     }
 }
 
+/// A hostile location for a page built in memory: as [`hostile_loc`], but never in segment 0,
+/// which the directory's node store takes for a page held in memory (it asserts that no disk
+/// location uses it). Decoding refuses a page in segment 0 from any file: the raw-bytes paths
+/// of the fuzzers and the unit tests that craft it in encoded bytes cover that.
+pub fn hostile_page_loc(c: &mut Choices<'_>, valid: u64, segment_blocks: u32) -> u64 {
+    let l = hostile_loc(c, valid, segment_blocks);
+    if l >> 32 == 0 {
+        l | 1 << 32
+    } else {
+        l
+    }
+}
+
 /// A value length for a field read from disk: `valid`, the edges of the inline and value-log
 /// ranges, or any.
 pub fn hostile_len(c: &mut Choices<'_>, valid: u64) -> u64 {

@@ -208,6 +208,12 @@ pub fn run(
         !args.pipelined || engine == EngineKind::Sprig,
         "--pipelined is Sprig's mode (stacked overlays); the peers run serially"
     );
+    // Opened before the reference model is built, so the RSS figures are the engine's.
+    let opening = Instant::now();
+    let mut db = engine::open(engine, &layout.db(), args)?;
+    let open_seconds = opening.elapsed().as_secs_f64();
+    let (rss_after_open_bytes, peak_rss_after_open_bytes) =
+        (sys::rss_bytes(), sys::peak_rss_bytes());
     let mut model = if shape.check {
         if state.batches_done != 0 || state.entries > MODEL_MAX_ENTRIES {
             bail!(
@@ -241,11 +247,6 @@ pub fn run(
     let first_batch = state.batches_done;
     let entries_created = state.entries;
     let seed = state.seed;
-    let opening = Instant::now();
-    let mut db = engine::open(engine, &layout.db(), args)?;
-    let open_seconds = opening.elapsed().as_secs_f64();
-    let (rss_after_open_bytes, peak_rss_after_open_bytes) =
-        (sys::rss_bytes(), sys::peak_rss_bytes());
     let mut generator = Generator::new(state, run_shape);
     let progress = bar(shape.batches, &format!("run {}", engine.name()), quiet);
 

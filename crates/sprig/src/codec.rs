@@ -110,6 +110,8 @@ impl<'a> Reader<'a> {
 
 impl Source for Reader<'_> {
     fn take(&mut self, n: usize) -> Result<&[u8], DecodeError> {
+        // What a decoder takes at once must also work on a stream of the same bytes.
+        debug_assert!(n <= STREAM_CHUNK, "a take of {n} bytes, more than a stream reads");
         self.slice(n)
     }
 

@@ -59,9 +59,15 @@ pub(crate) fn install_file_with(
             },
         )
         .map_err(|e| Error::io("creating", &tmp, e))?;
-    file.set_len(0)
-        .map_err(|e| Error::io("writing", &tmp, e))?;
-    write(file.as_ref(), &tmp)?;
+    let written = file
+        .set_len(0)
+        .map_err(|e| Error::io("writing", &tmp, e))
+        .and_then(|()| write(file.as_ref(), &tmp));
+    if let Err(e) = written {
+        // Nothing refers to the temporary file; the next read-write open would delete it.
+        let _ = storage.remove(&tmp);
+        return Err(e);
+    }
     // Failpoint (feature `failpoints`): the temporary file written, not synced.
     failpoint!(failpoints.0);
     file.sync().map_err(|e| Error::io("writing", &tmp, e))?;
@@ -100,7 +106,9 @@ pub(crate) fn install_streamed(
 /// Decode the body of file `name` (from byte `start` to the checksum in its last 8 bytes) a
 /// piece at a time with `decode`, as [`install_streamed`] wrote it. The checksum is checked
 /// over the whole body whatever decoding found, and a mismatch is reported first; `kind`
-/// names the file in errors ("checkpoint", "snapshot").
+/// names the file in errors ("checkpoint", "snapshot"). A damaged file is decoded in full
+/// before its checksum rejects it: what it builds is at most what a sound file of its size
+/// builds, and is dropped.
 pub(crate) fn decode_streamed<T>(
     file: &dyn StorageFile,
     name: &str,
@@ -143,7 +151,11 @@ pub(crate) fn open_existing(storage: &dyn Storage, name: &str) -> Result<Arc<dyn
 
 /// The first `max` bytes of file `name` (all of it if shorter).
 pub(crate) fn read_file_start(storage: &dyn Storage, name: &str, max: usize) -> Result<Vec<u8>> {
-    let file = open_existing(storage, name)?;
+    read_start(open_existing(storage, name)?.as_ref(), name, max)
+}
+
+/// The first `max` bytes of the open file `name` (all of it if shorter).
+pub(crate) fn read_start(file: &dyn StorageFile, name: &str, max: usize) -> Result<Vec<u8>> {
     let len = file.size().map_err(|e| Error::io("reading", name, e))?;
     let len = usize::try_from(len)
         .map_err(|_| Error::corruption(name, 0, "too large"))?

@@ -210,8 +210,10 @@ impl SnapshotFile {
         segment_blocks: u32,
     ) -> Result<SnapshotFile> {
         let file = snapshot_file_name(name);
+        // Header and body from one open file (a snapshot deleted and saved again under the
+        // same name between two opens would mix two files).
         let f = crate::log::open_existing(storage, &file)?;
-        let head = crate::log::read_file_start(storage, &file, MAX_HEADER_BYTES)?;
+        let head = crate::log::read_start(f.as_ref(), &file, MAX_HEADER_BYTES)?;
         let (header, body_start) = decode_header(&file, &head, hasher, segment_blocks)?;
         if header.name != name {
             return Err(Error::corruption(

@@ -548,16 +548,17 @@ mod tests {
     #[test]
     fn a_new_bucket_takes_ram_only_as_slots_are_written() {
         let slots = Slots::<PAGE_WORDS>::new();
-        // The first slot of the 2^22-slot bucket (240 MiB of page slots).
-        let first = (1u32 << 22) - (1 << FIRST_BUCKET_BITS);
-        assert_eq!(position(first), (12, 0));
+        // The first slot of the 2^24-slot bucket (896 MiB of page slots: far more than the
+        // other tests running beside this one allocate).
+        let first = (1u32 << 24) - (1 << FIRST_BUCKET_BITS);
+        assert_eq!(position(first), (14, 0));
         slots.next.store(first, Ordering::Relaxed);
         let before = rss_kib();
         let i = slots.alloc();
         slots.store(i, P_COUNT, 5);
         let grown = rss_kib().saturating_sub(before);
         assert_eq!(slots.load(i, P_COUNT), 5);
-        let bucket_kib = (1u64 << 22) * PAGE_WORDS as u64 * 4 / 1024;
+        let bucket_kib = (1u64 << 24) * PAGE_WORDS as u64 * 4 / 1024;
         assert!(
             grown < bucket_kib / 4,
             "one slot written made {grown} KiB resident (the bucket is {bucket_kib} KiB)"
