@@ -53,6 +53,8 @@ pub fn figures(db: &Db) -> CliResult<serde_json::Value> {
         "ram_bytes": directory_ram + cache_ram,
         "directory_ram_bytes": directory_ram,
         "directory_ram_bytes_per_entry": if s.entries == 0 { 0.0 } else { directory_ram as f64 / s.entries as f64 },
+        "directory_ram_bytes_per_page": if s.pages == 0 { 0.0 } else { directory_ram as f64 / s.pages as f64 },
+        "directory_slot_bytes": s.directory_slot_bytes,
         "page_cache_bytes": cache_ram,
         "io_backend": s.io_backend.name,
         "io_uring_refused": s.io_backend.io_uring_refused,
@@ -86,7 +88,7 @@ pub fn describe(f: &serde_json::Value) -> String {
          retained data        {}\n\
          all files            {}\n\
          space amplification  {amp:.2} ({total:.2} with what old versions hold)\n\
-         RAM                  {} (directory {}, {:.1} bytes per entry; page cache {})\n\
+         RAM                  {} (directory {}, {:.1} bytes per entry, {:.1} per page; page cache {})\n\
          I/O backend          {}",
         grouped(n("entries")),
         grouped(n("pages")),
@@ -101,6 +103,9 @@ pub fn describe(f: &serde_json::Value) -> String {
         bytes(n("ram_bytes")),
         bytes(n("directory_ram_bytes")),
         f.get("directory_ram_bytes_per_entry")
+            .and_then(serde_json::Value::as_f64)
+            .unwrap_or(0.0),
+        f.get("directory_ram_bytes_per_page")
             .and_then(serde_json::Value::as_f64)
             .unwrap_or(0.0),
         bytes(n("page_cache_bytes")),
