@@ -197,11 +197,32 @@ pub fn same_prefix(a: &KeyPath, b: &KeyPath, bits: usize) -> bool {
 /// assert_eq!(parent(h, &leaf, &leaf), h.hash_internal(&leaf, &leaf));
 /// ```
 pub fn parent(hasher: Hasher, left: &Node, right: &Node) -> Node {
-    match (Hasher::node_kind(left), Hasher::node_kind(right)) {
-        (NodeKind::Terminator, NodeKind::Terminator) => TERMINATOR,
-        (NodeKind::Leaf, NodeKind::Terminator) => *left,
-        (NodeKind::Terminator, NodeKind::Leaf) => *right,
-        _ => hasher.hash_internal(left, right),
+    let (l, r) = (Hasher::node_kind(left), Hasher::node_kind(right));
+    match parent_kind(l, r) {
+        NodeKind::Terminator => TERMINATOR,
+        NodeKind::Leaf if l == NodeKind::Leaf => *left,
+        NodeKind::Leaf => *right,
+        NodeKind::Internal => hasher.hash_internal(left, right),
+    }
+}
+
+/// The kind of [`parent`]'s node, from its children's kinds alone (no hashing): empty under
+/// two empty children, a leaf for a lone leaf beside an empty sibling, else internal.
+///
+/// ```
+/// use sprig_core::{trie::parent_kind, NodeKind::*};
+/// assert_eq!(parent_kind(Terminator, Terminator), Terminator);
+/// assert_eq!(parent_kind(Terminator, Leaf), Leaf);
+/// assert_eq!(parent_kind(Internal, Terminator), Internal);
+/// assert_eq!(parent_kind(Leaf, Leaf), Internal);
+/// ```
+pub fn parent_kind(left: NodeKind, right: NodeKind) -> NodeKind {
+    match (left, right) {
+        (NodeKind::Terminator, NodeKind::Terminator) => NodeKind::Terminator,
+        (NodeKind::Leaf, NodeKind::Terminator) | (NodeKind::Terminator, NodeKind::Leaf) => {
+            NodeKind::Leaf
+        }
+        _ => NodeKind::Internal,
     }
 }
 
@@ -343,6 +364,20 @@ pub fn internal_nodes_to_update(depth: usize, after: &[KeyPath], changed: &[KeyP
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The kind `parent_kind` names is the kind of the node `parent` makes, for every pair.
+    #[test]
+    fn parent_kind_is_the_kind_of_the_parent() {
+        let h = Hasher::Blake3;
+        let leaf = h.hash_leaf(&[1u8; 32], &[2u8; 32]);
+        let internal = h.hash_internal(&leaf, &leaf);
+        for l in [TERMINATOR, leaf, internal] {
+            for r in [TERMINATOR, leaf, internal] {
+                let kinds = parent_kind(Hasher::node_kind(&l), Hasher::node_kind(&r));
+                assert_eq!(kinds, Hasher::node_kind(&parent(h, &l, &r)));
+            }
+        }
+    }
 
     fn key(first: u8) -> KeyPath {
         let mut k = [0u8; 32];

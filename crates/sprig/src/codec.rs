@@ -1,6 +1,8 @@
-//! Little-endian encoding helpers for the engine's on-disk records, and a reader over untrusted
-//! bytes that fails with a [`DecodeError`] (converted to a corruption error naming the file and
-//! offset by the caller) instead of ever reading out of bounds.
+//! Little-endian encoding helpers for the engine's on-disk records ([`Put`], into a vector or
+//! a file a piece at a time: [`StreamWriter`]), and readers over untrusted bytes ([`Source`]:
+//! in memory, [`Reader`], or a file a piece at a time, [`StreamReader`]) that fail with a
+//! [`DecodeError`] (converted to a corruption error naming the file and offset by the caller)
+//! instead of ever reading out of bounds.
 
 /// Why bytes could not be decoded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]

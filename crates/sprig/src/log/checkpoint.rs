@@ -3,7 +3,7 @@
 //! Decoding checks every segment id, fill level, location and extent against the segment size
 //! the checkpoint states.
 
-use crate::codec::{checksum, Put, Reader, Source};
+use crate::codec::{Put, Reader, Source};
 use crate::state::directory::{Arena, Directory};
 use crate::error::{Error, Result};
 use crate::io::Storage;
@@ -63,7 +63,7 @@ impl Checkpoint {
     fn encode(&self) -> Result<Vec<u8>> {
         let mut out = Vec::with_capacity(128 + self.tables.total_len() as usize);
         self.encode_body(&mut out)?;
-        let sum = checksum(&out);
+        let sum = crate::codec::checksum(&out);
         out.put_u64(sum);
         Ok(out)
     }
@@ -102,19 +102,7 @@ impl Checkpoint {
         arena: &Arc<Arena>,
         hasher: Hasher,
     ) -> Result<Checkpoint> {
-        let bad = |at: usize, what: &str| Error::corruption(name, at as u64, what);
-        let body_len = bytes
-            .len()
-            .checked_sub(8)
-            .ok_or_else(|| bad(0, "checkpoint truncated"))?;
-        let (body, tail) = bytes.split_at(body_len);
-        let stored = tail
-            .try_into()
-            .map(u64::from_le_bytes)
-            .map_err(|_| bad(body_len, "checkpoint truncated"))?;
-        if checksum(body) != stored {
-            return Err(bad(body_len, "checkpoint checksum mismatch"));
-        }
+        let body = crate::log::checked_body(name, "checkpoint", bytes, 0)?;
         Checkpoint::decode_body(name, &mut Reader::new(body), arena, hasher)
     }
 
@@ -352,6 +340,7 @@ pub(crate) fn decode_tables(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::codec::checksum;
     use crate::state::directory::{PageLoc, PageRef, Subtree};
     use crate::io::MemoryStorage;
     use crate::log::segments::loc;

@@ -136,6 +136,29 @@ pub(crate) fn decode_streamed<T>(
     decoded
 }
 
+/// The body of the whole file `bytes` (named `name`) — from byte `start` to the checksum in
+/// its last 8 bytes, as [`install_streamed`] wrote it — once the checksum matches: what
+/// [`decode_streamed`] checks, for a file already in memory.
+pub(crate) fn checked_body<'b>(name: &str, kind: &str, bytes: &'b [u8], start: usize) -> Result<&'b [u8]> {
+    let end = bytes
+        .len()
+        .checked_sub(8)
+        .filter(|end| *end >= start)
+        .ok_or_else(|| Error::corruption(name, start as u64, format!("{kind} truncated")))?;
+    let (body, tail) = bytes.split_at(end);
+    let stored = tail
+        .try_into()
+        .map(u64::from_le_bytes)
+        .map_err(|_| Error::corruption(name, end as u64, format!("{kind} truncated")))?;
+    let body = body
+        .get(start..)
+        .ok_or_else(|| Error::corruption(name, start as u64, format!("{kind} truncated")))?;
+    if crate::codec::checksum(body) != stored {
+        return Err(Error::corruption(name, end as u64, format!("{kind} checksum mismatch")));
+    }
+    Ok(body)
+}
+
 /// Open the existing file `name` for reading.
 pub(crate) fn open_existing(storage: &dyn Storage, name: &str) -> Result<Arc<dyn StorageFile>> {
     storage

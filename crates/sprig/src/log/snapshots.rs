@@ -180,21 +180,8 @@ impl SnapshotFile {
         hasher: Hasher,
         segment_blocks: u32,
     ) -> Result<SnapshotFile> {
-        let bad = |at: usize, what: &str| Error::corruption(file, at as u64, what);
         let (header, body_start) = decode_header(file, bytes, hasher, segment_blocks)?;
-        let body_end = bytes
-            .len()
-            .checked_sub(8)
-            .filter(|end| *end >= body_start)
-            .ok_or_else(|| bad(body_start, "snapshot truncated"))?;
-        let (body, tail) = bytes[body_start..].split_at(body_end - body_start);
-        let stored = tail
-            .try_into()
-            .map(u64::from_le_bytes)
-            .map_err(|_| bad(body_end, "snapshot truncated"))?;
-        if checksum(body) != stored {
-            return Err(bad(body_end, "snapshot checksum mismatch"));
-        }
+        let body = crate::log::checked_body(file, "snapshot", bytes, body_start)?;
         let tables = decode_body(file, &mut Reader::new(body), body_start, arena, hasher, segment_blocks)?;
         check_root(file, &header, &tables)?;
         Ok(SnapshotFile { header, tables })

@@ -22,7 +22,7 @@
 
 use crate::state::page_ref::{MemoryPage, PageLoc, PageRef};
 use parking_lot::Mutex;
-use sprig_core::trie::{parent, Node, NodeKind, TERMINATOR};
+use sprig_core::trie::{parent, parent_kind, Node, NodeKind, TERMINATOR};
 use sprig_core::Hasher;
 use std::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -306,14 +306,7 @@ impl Arena {
         match id.kind() {
             Kind::Twig(i) => {
                 let (l, r) = self.twig_children(i);
-                match (self.node_kind(l), self.node_kind(r)) {
-                    (NodeKind::Terminator, other) | (other, NodeKind::Terminator)
-                        if other != NodeKind::Internal =>
-                    {
-                        other
-                    }
-                    _ => NodeKind::Internal,
-                }
+                parent_kind(self.node_kind(l), self.node_kind(r))
             }
             _ => Hasher::node_kind(&self.node(id)),
         }
@@ -326,25 +319,33 @@ impl Arena {
         )
     }
 
+    fn branch_children(&self, i: u32) -> (NodeId, NodeId) {
+        (
+            NodeId(self.branches.load(i, B_LEFT)),
+            NodeId(self.branches.load(i, B_RIGHT)),
+        )
+    }
+
     /// What `id` is.
     pub fn slot(&self, id: NodeId) -> Slot {
         match id.kind() {
             Kind::Empty => Slot::Empty,
             Kind::Page(i) => Slot::Page(self.page_ref(i)),
-            _ => match self.children(id) {
-                Some((l, r)) => Slot::Branch(l, r),
-                None => Slot::Empty,
-            },
+            Kind::Branch(i) => {
+                let (l, r) = self.branch_children(i);
+                Slot::Branch(l, r)
+            }
+            Kind::Twig(i) => {
+                let (l, r) = self.twig_children(i);
+                Slot::Branch(l, r)
+            }
         }
     }
 
     /// The children of a branch, if `id` is one.
     pub fn children(&self, id: NodeId) -> Option<(NodeId, NodeId)> {
         match id.kind() {
-            Kind::Branch(i) => Some((
-                NodeId(self.branches.load(i, B_LEFT)),
-                NodeId(self.branches.load(i, B_RIGHT)),
-            )),
+            Kind::Branch(i) => Some(self.branch_children(i)),
             Kind::Twig(i) => Some(self.twig_children(i)),
             Kind::Empty | Kind::Page(_) => None,
         }
