@@ -540,12 +540,21 @@ impl WriteBatch {
         let mut located = Vec::with_capacity(keys.len());
         let mut found = Vec::with_capacity(keys.len());
         let mut queued = HashSet::new();
+        // The keys not located yet, found in the directory together (their walks overlap).
+        let new: Vec<KeyPath> = keys
+            .iter()
+            .filter(|k| !t.located.contains_key(*k))
+            .copied()
+            .collect();
+        let mut fresh = dir.locate_many(&new).into_iter();
         for key in keys {
             if let Some(prefix) = t.located.get(key) {
                 located.push(*prefix);
                 continue;
             }
-            let (prefix, page) = dir.locate(key);
+            let (prefix, page) = fresh
+                .next()
+                .ok_or_else(|| Error::internal("the directory located fewer keys than asked"))?;
             located.push(prefix);
             found.push((*key, prefix));
             if let Some(r) = page {

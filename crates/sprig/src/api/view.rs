@@ -371,18 +371,18 @@ impl ReadView {
         table: TableId,
         keys: &[KeyPath],
     ) -> Result<Vec<Option<Vec<u8>>>> {
-        let pages = self.inner.pages_for(dir, keys, ReadKind::Lookup)?;
+        let (pages, regions) = self.inner.pages_for(dir, keys, ReadKind::Lookup)?;
         keys.iter()
-            .map(|key| {
-                let (prefix, _) = dir.locate(key);
-                match pages.get(&prefix).and_then(|p| p.get(key)) {
+            .zip(&regions)
+            .map(
+                |(key, prefix)| match pages.get(prefix).and_then(|p| p.get(key)) {
                     Some(v) => self
                         .inner
                         .value_bytes(&self.version, table, key, v)
                         .map(Some),
                     None => Ok(None),
-                }
-            })
+                },
+            )
             .collect()
     }
 
@@ -421,7 +421,7 @@ impl ReadView {
     /// ```
     pub fn path_proof_in(&self, table: &Table, key: &KeyPath) -> Result<PathProof> {
         let dir = table.dir(&self.version.tables)?;
-        let pages = self.inner.pages_for(dir, &[*key], ReadKind::Proof)?;
+        let (pages, _) = self.inner.pages_for(dir, &[*key], ReadKind::Proof)?;
         dir.path_proof(key, &|p| pages.get(p).map(|a| a.as_ref()))
             .map_err(|e| Error::corruption("<directory>", 0, e.to_string()))
     }
@@ -496,7 +496,7 @@ impl ReadView {
     pub fn multi_proof_in(&self, table: &Table, keys: &[KeyPath]) -> Result<MultiProof> {
         let dir = table.dir(&self.version.tables)?;
         let keys = sorted_distinct(keys);
-        let pages = self.inner.pages_for(dir, &keys, ReadKind::Proof)?;
+        let (pages, _) = self.inner.pages_for(dir, &keys, ReadKind::Proof)?;
         let mut nodes = Vec::new();
         let hasher = self.inner.hasher;
         dir.prove(

@@ -20,6 +20,9 @@ use sprig_core::trie::{bit_at, KeyPath, Node, NodeKind, TERMINATOR};
 use sprig_core::Hasher;
 use std::sync::Arc;
 
+/// The bits of a key path: no walk goes deeper.
+const KEY_BITS: usize = 256;
+
 /// An owned reference to a subtree of the directory: a page, an empty region, or a branch.
 /// Cloning shares it; dropping the last reference frees what only it held.
 pub struct Subtree {
@@ -328,6 +331,71 @@ impl Directory {
         (Prefix::of_key(key, depth), page)
     }
 
+    /// [`Directory::locate`] for many keys at once: the walks go down in step, each prefetching
+    /// its next node, so a batch's cache misses overlap (a walk of one key waits for one miss
+    /// per level of the directory below what the CPU caches hold).
+    pub fn locate_many(&self, keys: &[KeyPath]) -> Vec<(Prefix, Option<PageRef>)> {
+        let ends = self.descend_all(keys.len(), |k, depth| {
+            keys.get(k)
+                .filter(|_| depth < KEY_BITS)
+                .map(|key| bit_at(key, depth))
+        });
+        keys.iter()
+            .zip(ends)
+            .map(|(key, (id, depth))| {
+                let page = match self.arena.slot(id) {
+                    Slot::Page(r) => Some(r),
+                    _ => None,
+                };
+                (Prefix::of_key(key, depth), page)
+            })
+            .collect()
+    }
+
+    /// Bring the nodes on the paths to `positions` into the CPU's cache, the walks in step (see
+    /// [`Directory::locate_many`]), ahead of a recursive pass over them such as
+    /// [`Directory::replace`] or [`Directory::prove`], whose one-path-at-a-time descent would
+    /// otherwise wait for each miss in turn.
+    pub fn warm(&self, positions: &[Prefix]) {
+        self.descend_all(positions.len(), |k, depth| {
+            positions
+                .get(k)
+                .filter(|p| depth < p.depth())
+                .map(|p| p.bit(depth))
+        });
+    }
+
+    /// Walk from the root toward `n` targets at once, one level per round for every walk still
+    /// going; `step(k, depth)` says which child target `k` takes at `depth` (right or left), if it
+    /// goes
+    /// on there (`None`: it stops). Returns where each walk stopped: at its target's depth, or
+    /// at a page or an empty region above it.
+    fn descend_all(
+        &self,
+        n: usize,
+        step: impl Fn(usize, usize) -> Option<bool>,
+    ) -> Vec<(NodeId, usize)> {
+        let mut at: Vec<(NodeId, usize)> = vec![(self.root, 0); n];
+        let mut going: Vec<usize> = (0..n).collect();
+        while !going.is_empty() {
+            going.retain(|&k| {
+                let Some(&(id, depth)) = at.get(k) else {
+                    return false;
+                };
+                let (Some(right), Some((l, r))) = (step(k, depth), self.arena.children(id)) else {
+                    return false;
+                };
+                let next = if right { r } else { l };
+                self.arena.prefetch(next);
+                if let Some(slot) = at.get_mut(k) {
+                    *slot = (next, depth + 1);
+                }
+                true
+            });
+        }
+        at
+    }
+
     /// The node id at `pos`, if `pos` is a position of the directory (not inside a page).
     fn id_at(&self, pos: &Prefix) -> Option<NodeId> {
         let mut id = self.root;
@@ -403,6 +471,7 @@ impl Directory {
             prefixes.push(p);
             slots.push(Some(s));
         }
+        self.warm(&prefixes);
         let root = self.replace_at(self.root, Prefix::root(), &prefixes, &mut slots, &mut removed)?;
         Ok(Directory {
             arena: self.arena.clone(),
@@ -542,6 +611,8 @@ impl Directory {
         region: &mut RegionProver<'_>,
         out: &mut Vec<ProofNode>,
     ) -> Result<(), DirectoryError> {
+        let paths: Vec<Prefix> = keys.iter().map(|k| Prefix::of_key(k, KEY_BITS)).collect();
+        self.warm(&paths);
         self.prove_at(self.root, Prefix::root(), keys, region, out)
     }
 
@@ -736,6 +807,14 @@ mod tests {
                     let loc = page.map(|r| match r.loc { PageLoc::Disk(l) => l, PageLoc::Memory(_) => u64::MAX } & 0xffff_ffff);
                     prop_assert_eq!(loc, leaf.and_then(|(_, l)| l).map(u64::from));
                 }
+                // All keys found together (walks in step) are found where one walk each finds
+                // them: the model's region bits too, so pages at every depth are reached.
+                let mut many: Vec<KeyPath> = keys.clone();
+                many.extend(model.keys().map(|p| *p.bits()));
+                let seen = |(pos, page): (Prefix, Option<PageRef>)| (pos, page.map(|r| (r.checksum, r.count, r.node)));
+                let together: Vec<_> = dir.locate_many(&many).into_iter().map(seen).collect();
+                let alone: Vec<_> = many.iter().map(|k| seen(dir.locate(k))).collect();
+                prop_assert_eq!(together, alone);
                 // The sparse branches above each region: the ancestors holding at most
                 // `limit` entries, shallowest first.
                 for limit in [2u64, 9, 16] {

@@ -15,6 +15,9 @@ use sprig_core::trie::KeyPath;
 use std::collections::HashMap;
 use std::sync::Arc;
 
+/// Loaded pages, by region.
+pub type PagesByRegion = HashMap<Prefix, Arc<Page>>;
+
 impl Inner {
     /// Load the pages of the given regions: from memory, the cache, or the SSD (all misses
     /// read in one batch, and cached).
@@ -120,17 +123,20 @@ impl Inner {
         }
     }
 
-    /// The pages (by region) holding `keys` in `dir`, loaded.
+    /// The pages (by region) holding `keys` in `dir`, loaded; and each key's region, in the
+    /// order of `keys` (the keys are found in the directory together, their walks overlapping).
     pub fn pages_for(
         &self,
         dir: &Directory,
         keys: &[KeyPath],
         kind: ReadKind,
-    ) -> Result<HashMap<Prefix, Arc<Page>>> {
+    ) -> Result<(PagesByRegion, Vec<Prefix>)> {
+        let located = dir.locate_many(keys);
         let mut wanted: Vec<(Prefix, PageRef)> = Vec::new();
         let mut seen = std::collections::HashSet::new();
-        for key in keys {
-            let (prefix, page) = dir.locate(key);
+        let mut regions = Vec::with_capacity(located.len());
+        for (prefix, page) in located {
+            regions.push(prefix);
             if let Some(r) = page {
                 if seen.insert(prefix) {
                     wanted.push((prefix, r));
@@ -138,7 +144,7 @@ impl Inner {
             }
         }
         let pages = self.load_pages(&wanted, kind)?;
-        Ok(wanted.into_iter().map(|(p, _)| p).zip(pages).collect())
+        Ok((wanted.into_iter().map(|(p, _)| p).zip(pages).collect(), regions))
     }
 }
 
