@@ -83,6 +83,9 @@ impl NodeId {
     }
 }
 
+/// Nodes freed per round when a version's nodes are released (see [`Arena::release`]).
+const RELEASE_ROUND: usize = 64;
+
 /// The smallest bucket holds this many slots; bucket `b` holds `2^(b + FIRST_BUCKET_BITS)`.
 const FIRST_BUCKET_BITS: u32 = 10;
 /// Enough buckets for 2^31 slots (ids address 2^30 of each kind).
@@ -507,40 +510,48 @@ impl Arena {
         if !self.release_one(id) {
             return;
         }
-        // Nodes whose last reference is gone.
+        // Nodes whose last reference is gone, freed a round of up to `RELEASE_ROUND` at a time:
+        // the children of the whole round are prefetched before any count is dropped, so their
+        // cache misses overlap (a freed version's nodes are scattered over the store). The
+        // stack stays bounded by the directory's depth times the round.
         let mut gone = vec![id];
-        while let Some(id) = gone.pop() {
-            // Every use of the node happened before this point.
+        let mut children: Vec<NodeId> = Vec::with_capacity(2 * RELEASE_ROUND);
+        while !gone.is_empty() {
+            // Every use of these nodes happened before this point.
             fence(Ordering::Acquire);
-            match id.kind() {
-                Kind::Empty => {}
-                Kind::Page(i) => {
-                    let loc = self.pages.load_u64(i, P_LOC);
-                    if loc >> 32 == 0 {
-                        let mut memory = self.memory.lock();
-                        if let Some(slot) = memory.pages.get_mut((loc as usize).wrapping_sub(1)) {
-                            *slot = None;
-                            memory.free.push(loc as u32);
+            let round = gone.len().saturating_sub(RELEASE_ROUND);
+            for id in gone.drain(round..) {
+                match id.kind() {
+                    Kind::Empty => {}
+                    Kind::Page(i) => {
+                        let loc = self.pages.load_u64(i, P_LOC);
+                        if loc >> 32 == 0 {
+                            let mut memory = self.memory.lock();
+                            if let Some(slot) =
+                                memory.pages.get_mut((loc as usize).wrapping_sub(1))
+                            {
+                                *slot = None;
+                                memory.free.push(loc as u32);
+                            }
                         }
+                        self.pages.release(i);
                     }
-                    self.pages.release(i);
-                }
-                Kind::Twig(i) => {
-                    self.release_children(id, &mut gone);
-                    self.twigs.release(i);
-                }
-                Kind::Branch(i) => {
-                    self.release_children(id, &mut gone);
-                    self.branches.release(i);
+                    Kind::Twig(i) => {
+                        let (l, r) = self.twig_children(i);
+                        self.twigs.release(i);
+                        children.extend([l, r]);
+                    }
+                    Kind::Branch(i) => {
+                        let (l, r) = self.branch_children(i);
+                        self.branches.release(i);
+                        children.extend([l, r]);
+                    }
                 }
             }
-        }
-    }
-
-    /// Drop a branch's references to its children, noting those that were the last.
-    fn release_children(&self, id: NodeId, gone: &mut Vec<NodeId>) {
-        if let Some((l, r)) = self.children(id) {
-            for child in [l, r] {
+            for child in &children {
+                self.prefetch(*child);
+            }
+            for child in children.drain(..) {
                 if self.release_one(child) {
                     gone.push(child);
                 }

@@ -4,6 +4,7 @@
 use crate::state::page::Page;
 use parking_lot::Mutex;
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::Arc;
 
 const SHARDS: usize = 16;
@@ -16,10 +17,32 @@ struct Slot {
     referenced: bool,
 }
 
+/// The hash of the index's keys, page locations: chosen by the engine, never by a user, so a
+/// folded multiply is enough (the default SipHash was a visible share of a commit's CPU).
+#[derive(Default)]
+struct LocHasher(u64);
+
+impl Hasher for LocHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.write_u64(u64::from(*b));
+        }
+    }
+
+    fn write_u64(&mut self, v: u64) {
+        let product = u128::from(self.0 ^ v) * 0x9e37_79b9_7f4a_7c15;
+        self.0 = (product as u64) ^ ((product >> 64) as u64);
+    }
+}
+
 #[derive(Default)]
 struct Shard {
     slots: Vec<Slot>,
-    index: HashMap<u64, usize>,
+    index: HashMap<u64, usize, BuildHasherDefault<LocHasher>>,
     hand: usize,
 }
 
@@ -87,14 +110,19 @@ impl PageCache {
                 slot.referenced = false;
                 continue;
             }
-            let old = slot.loc;
-            *slot = Slot {
-                loc,
-                page,
-                referenced: false,
-            };
-            shard.index.remove(&old);
+            let old = std::mem::replace(
+                slot,
+                Slot {
+                    loc,
+                    page,
+                    referenced: false,
+                },
+            );
+            shard.index.remove(&old.loc);
             shard.index.insert(loc, hand);
+            // The evicted page is freed after the lock is let go.
+            drop(shard);
+            drop(old);
             return;
         }
     }
@@ -109,10 +137,12 @@ impl PageCache {
         let Some(i) = shard.index.remove(&loc) else {
             return;
         };
-        shard.slots.swap_remove(i);
+        let removed = shard.slots.swap_remove(i);
         if let Some(moved) = shard.slots.get(i).map(|s| s.loc) {
             shard.index.insert(moved, i);
         }
+        drop(shard);
+        drop(removed);
     }
 
     /// The number of cached pages.

@@ -323,11 +323,19 @@ impl<'a> Cursor<'a> {
 impl Page {
     /// Decode untrusted page bytes (at most one block; shorter input is zero-padded).
     pub fn decode(bytes: &[u8]) -> Result<Page, PageError> {
-        let mut block = Box::new([0u8; BLOCK_BYTES]);
-        let n = bytes.len().min(BLOCK_BYTES);
-        if let (Some(dst), Some(src)) = (block.get_mut(..n), bytes.get(..n)) {
-            dst.copy_from_slice(src);
-        }
+        // A whole block (what every read returns) is copied once, without zeroing it first.
+        let block: Box<[u8; BLOCK_BYTES]> = match bytes.get(..BLOCK_BYTES) {
+            Some(whole) => Box::<[u8]>::from(whole)
+                .try_into()
+                .map_err(|_| PageError::Malformed("a block of the wrong size"))?,
+            None => {
+                let mut block = Box::new([0u8; BLOCK_BYTES]);
+                if let Some(dst) = block.get_mut(..bytes.len()) {
+                    dst.copy_from_slice(bytes);
+                }
+                block
+            }
+        };
         Page::parse(block, false)
     }
 
