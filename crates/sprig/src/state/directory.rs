@@ -352,24 +352,80 @@ impl Directory {
             .collect()
     }
 
-    /// Bring the nodes on the paths to `positions` into the CPU's cache, the walks in step (see
-    /// [`Directory::locate_many`]), ahead of a recursive pass over them such as
-    /// [`Directory::replace`] or [`Directory::prove`], whose one-path-at-a-time descent would
-    /// otherwise wait for each miss in turn.
+    /// Bring the nodes on the paths to `positions` (sorted, as [`Directory::replace`] sorts
+    /// them) into the CPU's cache ahead of a recursive pass over them such as
+    /// [`Directory::replace`], whose one-path-at-a-time descent would otherwise wait for each
+    /// miss in turn. A hint only: unsorted positions warm less, never change a result.
     pub fn warm(&self, positions: &[Prefix]) {
-        self.descend_all(positions.len(), |k, depth| {
-            positions
-                .get(k)
-                .filter(|p| depth < p.depth())
-                .map(|p| p.bit(depth))
-        });
+        let _visited = self.warm_with(
+            positions.len(),
+            |k| positions.get(k).map_or(0, Prefix::depth),
+            |k, depth| positions.get(k).is_some_and(|p| p.bit(depth)),
+        );
+    }
+
+    /// [`Directory::warm`] over the paths of sorted keys, down to their pages.
+    pub fn warm_keys(&self, keys: &[KeyPath]) {
+        let _visited = self.warm_with(
+            keys.len(),
+            |_| KEY_BITS,
+            |k, depth| keys.get(k).is_some_and(|key| bit_at(key, depth)),
+        );
+    }
+
+    /// Walk down level by level over `n` sorted targets (target `k` is `depth_of(k)` bits long,
+    /// its bits `bit_of(k, depth)`), visiting each node on their paths once with the range of
+    /// targets under it, and prefetching every node of the next level before visiting any.
+    /// Returns the number of nodes prefetched (the root aside).
+    fn warm_with(
+        &self,
+        n: usize,
+        depth_of: impl Fn(usize) -> usize,
+        bit_of: impl Fn(usize, usize) -> bool,
+    ) -> usize {
+        let mut prefetched = 0;
+        let mut level: Vec<(NodeId, usize, std::ops::Range<usize>)> = vec![(self.root, 0, 0..n)];
+        let mut next = Vec::new();
+        while !level.is_empty() {
+            for (id, depth, range) in level.drain(..) {
+                let Some((l, r)) = self.arena.children(id) else {
+                    continue;
+                };
+                // Targets ending at this node sort first among those under it.
+                let mut start = range.start;
+                while start < range.end && depth_of(start) <= depth {
+                    start += 1;
+                }
+                // The first target going right: a binary search, so a node costs the log of
+                // its targets, not their number.
+                let (mut split, mut hi) = (start, range.end);
+                while split < hi {
+                    let mid = split + (hi - split) / 2;
+                    if bit_of(mid, depth) {
+                        hi = mid;
+                    } else {
+                        split = mid + 1;
+                    }
+                }
+                if start < split {
+                    self.arena.prefetch(l);
+                    next.push((l, depth + 1, start..split));
+                }
+                if split < range.end {
+                    self.arena.prefetch(r);
+                    next.push((r, depth + 1, split..range.end));
+                }
+            }
+            prefetched += next.len();
+            std::mem::swap(&mut level, &mut next);
+        }
+        prefetched
     }
 
     /// Walk from the root toward `n` targets at once, one level per round for every walk still
-    /// going; `step(k, depth)` says which child target `k` takes at `depth` (right or left), if it
-    /// goes
-    /// on there (`None`: it stops). Returns where each walk stopped: at its target's depth, or
-    /// at a page or an empty region above it.
+    /// going; `step(k, depth)` says which child target `k` takes at `depth` (right or left), if
+    /// it goes on there (`None`: it stops). Returns where each walk stopped: at its target's
+    /// depth, or at a page or an empty region above it.
     fn descend_all(
         &self,
         n: usize,
@@ -611,8 +667,7 @@ impl Directory {
         region: &mut RegionProver<'_>,
         out: &mut Vec<ProofNode>,
     ) -> Result<(), DirectoryError> {
-        let paths: Vec<Prefix> = keys.iter().map(|k| Prefix::of_key(k, KEY_BITS)).collect();
-        self.warm(&paths);
+        self.warm_keys(keys);
         self.prove_at(self.root, Prefix::root(), keys, region, out)
     }
 
@@ -815,6 +870,22 @@ mod tests {
                 let together: Vec<_> = dir.locate_many(&many).into_iter().map(seen).collect();
                 let alone: Vec<_> = many.iter().map(|k| seen(dir.locate(k))).collect();
                 prop_assert_eq!(together, alone);
+                // Warming visits each node on the paths once: to the keys' pages (keys sorted),
+                // and to the regions.
+                let mut sorted_keys = keys.clone();
+                sorted_keys.sort();
+                let on_paths = |ends: &mut dyn Iterator<Item = (KeyPath, usize)>| -> usize {
+                    let mut nodes = std::collections::BTreeSet::new();
+                    for (bits, end) in ends {
+                        nodes.extend((1..=end).map(|d| Prefix::of_key(&bits, d)));
+                    }
+                    nodes.len()
+                };
+                let visited = dir.warm_with(sorted_keys.len(), |_| KEY_BITS, |k, d| bit_at(&sorted_keys[k], d));
+                prop_assert_eq!(visited, on_paths(&mut sorted_keys.iter().map(|k| (*k, dir.locate(k).0.depth()))));
+                let positions: Vec<Prefix> = sorted(&model).into_iter().map(|(p, _)| p).collect();
+                let visited = dir.warm_with(positions.len(), |k| positions[k].depth(), |k, d| positions[k].bit(d));
+                prop_assert_eq!(visited, on_paths(&mut positions.iter().map(|p| (*p.bits(), p.depth()))));
                 // The sparse branches above each region: the ancestors holding at most
                 // `limit` entries, shallowest first.
                 for limit in [2u64, 9, 16] {
