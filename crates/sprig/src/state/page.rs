@@ -224,6 +224,31 @@ fn bucket_bits(depth: usize) -> usize {
     BUCKET_BITS.min(KEY_BITS.saturating_sub(depth))
 }
 
+/// A key path ordered as bytes, compared a word at a time: its first eight bytes decide almost
+/// every comparison inside a page (whose keys share only the page's prefix), without a call to
+/// `memcmp` per probe.
+#[derive(PartialEq, Eq)]
+struct Ordered<'a>(&'a KeyPath);
+
+impl Ord for Ordered<'_> {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        let word = |k: &KeyPath| {
+            let mut w = [0u8; 8];
+            w.copy_from_slice(&k[..8]);
+            u64::from_be_bytes(w)
+        };
+        word(self.0)
+            .cmp(&word(other.0))
+            .then_with(|| self.0[8..].cmp(&other.0[8..]))
+    }
+}
+
+impl PartialOrd for Ordered<'_> {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
 /// The bucket of `key` in a page at `depth`.
 fn bucket_of(key: &KeyPath, depth: usize, bits: usize) -> usize {
     (0..bits).fold(0, |b, i| (b << 1) | usize::from(bit_at(key, depth + i)))
@@ -496,17 +521,18 @@ impl Page {
     /// (paths chosen by a user) cost at most about twice the bisection's probes.
     pub fn search(&self, key: &KeyPath) -> Result<usize, usize> {
         let n = self.offsets.len();
-        let at = |i: usize| self.key_at(self.offsets[i]);
+        let at = |i: usize| Ordered(self.key_at(self.offsets[i]));
+        let key = &Ordered(key);
         let bisect = |lo: usize, hi: usize| {
             self.offsets[lo..hi]
-                .binary_search_by(|o| self.key_at(*o).cmp(key))
+                .binary_search_by(|o| Ordered(self.key_at(*o)).cmp(key))
                 .map(|i| i + lo)
                 .map_err(|i| i + lo)
         };
         if n < 8 {
             return bisect(0, n);
         }
-        let fraction = bits_from(key, self.prefix.depth());
+        let fraction = bits_from(key.0, self.prefix.depth());
         let guess = ((u128::from(fraction) * n as u128) >> 64) as usize;
         match at(guess).cmp(key) {
             std::cmp::Ordering::Equal => Ok(guess),
@@ -514,7 +540,7 @@ impl Page {
                 // The key lies in (guess, n): find an entry at or above it.
                 let (mut lo, mut hi, mut step) = (guess + 1, n, 1usize);
                 while let Some(p) = guess.checked_add(step).filter(|p| *p < n) {
-                    if at(p) < key {
+                    if at(p) < *key {
                         lo = p + 1;
                         step *= 2;
                     } else {
@@ -528,7 +554,7 @@ impl Page {
                 // The key lies in [0, guess): find an entry at or below it.
                 let (mut lo, mut hi, mut step) = (0, guess, 1usize);
                 while let Some(p) = guess.checked_sub(step) {
-                    if at(p) > key {
+                    if at(p) > *key {
                         hi = p;
                         step *= 2;
                     } else {
@@ -588,8 +614,21 @@ impl Page {
         changes: &[(KeyPath, Option<ValueHash>)],
         out: &mut Vec<ProofNode>,
     ) -> (Node, Buckets) {
+        self.prove_and_update_items(hasher, &self.items(), keys, changes, out)
+    }
+
+    /// [`Page::prove_and_update`] with the page's entries already listed (`items`, as
+    /// [`Page::items`] returns them): a commit lists them once for the update and the rebuild.
+    pub fn prove_and_update_items(
+        &self,
+        hasher: Hasher,
+        items: &[(KeyPath, ValueRef<'_>)],
+        keys: &[KeyPath],
+        changes: &[(KeyPath, Option<ValueHash>)],
+        out: &mut Vec<ProofNode>,
+    ) -> (Node, Buckets) {
+        debug_assert_eq!(items.len(), self.len(), "the items of another page");
         let depth = self.prefix.depth();
-        let items = self.items();
         let mut walk = BucketWalk {
             hasher,
             depth,
@@ -597,7 +636,7 @@ impl Page {
             tree: bucket_tree(hasher, depth, &self.buckets()),
             buckets: self.buckets(),
         };
-        let node = walk.visit(0, 0, &items, keys, changes, out);
+        let node = walk.visit(0, 0, items, keys, changes, out);
         (node, walk.buckets)
     }
 
@@ -1112,6 +1151,16 @@ mod tests {
             for k in keys.iter().copied().chain(probes.iter().map(|i| key(*i))).chain([[0u8; 32], [0xff; 32]]) {
                 proptest::prop_assert_eq!(page.search(&k), keys.binary_search(&k));
             }
+        }
+
+        /// The word-at-a-time order is the byte order, whichever byte two keys first differ in.
+        #[test]
+        fn ordered_keys_compare_as_bytes(a in proptest::prelude::any::<[u8; 32]>(), b in proptest::prelude::any::<[u8; 32]>(), same in 0usize..33) {
+            let mut b = b;
+            b[..same].copy_from_slice(&a[..same]);
+            proptest::prop_assert_eq!(Ordered(&a).cmp(&Ordered(&b)), a.cmp(&b));
+            proptest::prop_assert_eq!(Ordered(&b).cmp(&Ordered(&a)), b.cmp(&a));
+            proptest::prop_assert_eq!(Ordered(&a).cmp(&Ordered(&a)), std::cmp::Ordering::Equal);
         }
     }
 

@@ -82,9 +82,12 @@ fn rewrite_region(
         .map(|(k, v)| (*k, v.as_ref().map(|v| hasher.hash_value(v))))
         .collect();
     let mut proof = Vec::new();
+    // The page's entries, listed once: for the update walk and, if it changes, the rebuild.
+    let old_items = work.page.as_ref().map(|p| p.items()).unwrap_or_default();
     let (node, buckets) = match &work.page {
         Some(page) => {
-            let (node, buckets) = page.prove_and_update(hasher, keys, &change_hashes, &mut proof);
+            let (node, buckets) =
+                page.prove_and_update_items(hasher, &old_items, keys, &change_hashes, &mut proof);
             (node, Some(buckets))
         }
         None => {
@@ -111,7 +114,6 @@ fn rewrite_region(
     }
 
     // The region's new entries: old ones merged with the changes.
-    let old_items = work.page.as_ref().map(|p| p.items()).unwrap_or_default();
     let mut items: Vec<(KeyPath, ValueRef<'_>)> =
         Vec::with_capacity(old_items.len() + changes.len());
     let mut freed = Vec::new();
