@@ -788,11 +788,8 @@ impl Db {
         let head = self.inner.head();
         s.entries = head.tables.total_len();
         s.seq = head.seq;
-        let mut pages = 0u64;
-        for (_, dir) in head.tables.dirs() {
-            dir.for_each_page(|_, _| pages += 1);
-        }
-        s.pages = pages;
+        // Kept by each directory as it changes: no walk of the pages.
+        s.pages = head.tables.dirs().map(|(_, dir)| dir.page_count()).sum();
         let arena = head.tables.arena();
         s.directory_bytes = arena.live_bytes();
         s.directory_slot_bytes = arena.slot_bytes();

@@ -154,11 +154,41 @@ impl Subtree {
 
 /// The entries under `id`.
 fn count_under(arena: &Arena, id: NodeId) -> u64 {
-    let mut total = 0u64;
+    tally_under(arena, id).entries
+}
+
+/// What a subtree holds: entries and pages.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Tally {
+    entries: u64,
+    pages: u64,
+}
+
+impl std::ops::AddAssign for Tally {
+    fn add_assign(&mut self, other: Tally) {
+        self.entries += other.entries;
+        self.pages += other.pages;
+    }
+}
+
+impl Tally {
+    /// `self` with `removed` taken out and `added` put in.
+    fn replaced(self, removed: Tally, added: Tally) -> Tally {
+        Tally {
+            entries: self.entries - removed.entries.min(self.entries) + added.entries,
+            pages: self.pages - removed.pages.min(self.pages) + added.pages,
+        }
+    }
+}
+
+/// The entries and pages under `id`.
+fn tally_under(arena: &Arena, id: NodeId) -> Tally {
+    let mut total = Tally::default();
     let mut stack = vec![id];
     while let Some(id) = stack.pop() {
         if let Some(c) = arena.page_count(id) {
-            total += u64::from(c);
+            total.entries += u64::from(c);
+            total.pages += 1;
         } else if let Some((l, r)) = arena.children(id) {
             stack.push(r);
             stack.push(l);
@@ -234,7 +264,8 @@ pub struct Directory {
     arena: Arc<Arena>,
     hasher: Hasher,
     root: NodeId,
-    len: u64,
+    /// Entries and pages: kept as the directory changes, so neither is a walk to know.
+    tally: Tally,
 }
 
 impl Clone for Directory {
@@ -243,7 +274,7 @@ impl Clone for Directory {
             arena: self.arena.clone(),
             hasher: self.hasher,
             root: self.arena.share(self.root),
-            len: self.len,
+            tally: self.tally,
         }
     }
 }
@@ -258,7 +289,7 @@ impl std::fmt::Debug for Directory {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Directory")
             .field("root", &self.root)
-            .field("len", &self.len)
+            .field("tally", &self.tally)
             .finish()
     }
 }
@@ -270,19 +301,19 @@ impl Directory {
             arena: arena.clone(),
             hasher,
             root: NodeId::EMPTY,
-            len: 0,
+            tally: Tally::default(),
         }
     }
 
     /// A directory with the given tree.
     pub fn from_root(hasher: Hasher, root: Subtree) -> Directory {
-        let len = root.count();
+        let tally = tally_under(&root.arena, root.id);
         let arena = root.arena.clone();
         Directory {
             arena,
             hasher,
             root: root.into_id(),
-            len,
+            tally,
         }
     }
 
@@ -308,12 +339,17 @@ impl Directory {
 
     /// The number of entries.
     pub fn len(&self) -> u64 {
-        self.len
+        self.tally.entries
+    }
+
+    /// The number of leaf pages.
+    pub fn page_count(&self) -> u64 {
+        self.tally.pages
     }
 
     /// Whether the state holds no entry.
     pub fn is_empty(&self) -> bool {
-        self.len == 0
+        self.tally.entries == 0
     }
 
     /// The region holding `key`: its position, and its page (none for an empty region).
@@ -518,12 +554,12 @@ impl Directory {
                 }
             }
         }
-        let mut removed = 0u64;
-        let mut added = 0u64;
+        let mut removed = Tally::default();
+        let mut added = Tally::default();
         let mut slots: Vec<Option<Subtree>> = Vec::with_capacity(regions.len());
         let mut prefixes = Vec::with_capacity(regions.len());
         for (p, s) in regions {
-            added += s.count();
+            added += tally_under(&s.arena, s.id);
             prefixes.push(p);
             slots.push(Some(s));
         }
@@ -533,7 +569,7 @@ impl Directory {
             arena: self.arena.clone(),
             hasher: self.hasher,
             root: root.into_id(),
-            len: self.len - removed.min(self.len) + added,
+            tally: self.tally.replaced(removed, added),
         })
     }
 
@@ -545,12 +581,12 @@ impl Directory {
         pos: Prefix,
         regions: &[Prefix],
         slots: &mut [Option<Subtree>],
-        removed: &mut u64,
+        removed: &mut Tally,
     ) -> Result<Subtree, DirectoryError> {
         match regions {
             [] => return Ok(Subtree::shared(&self.arena, id)),
             [p] if *p == pos => {
-                *removed += count_under(&self.arena, id);
+                *removed += tally_under(&self.arena, id);
                 return slots
                     .first_mut()
                     .and_then(Option::take)
@@ -855,6 +891,7 @@ mod tests {
                 dir.for_each_page(|p, r| pages.push((*p, r.loc.clone())));
                 let want: Vec<Prefix> = sorted(&model).into_iter().filter(|(_, l)| l.is_some()).map(|(p, _)| p).collect();
                 prop_assert_eq!(pages.iter().map(|(p, _)| *p).collect::<Vec<_>>(), want);
+                prop_assert_eq!(dir.page_count(), pages.len() as u64);
                 for key in &keys {
                     let (pos, page) = dir.locate(key);
                     let leaf = model.iter().find(|(p, _)| p.contains(key)).map(|(p, l)| (*p, *l));
