@@ -230,6 +230,10 @@ struct Replayed {
     history: VecDeque<(Tables, Snapshot)>,
     keep: usize,
     records: u64,
+    /// Where the first replayed record not proven durable starts (log id, offset): the last
+    /// record whose flag says every record before it was durable, or the first replayed one
+    /// if none says so.
+    unproven_from: Option<(u32, u64)>,
 }
 
 /// Recover the latest durable state of the database in `storage`, keeping the last `keep`
@@ -302,6 +306,7 @@ pub(crate) fn recover(
         )]),
         keep: keep.max(1),
         records: 0,
+        unproven_from: None,
     };
     let mut report = RecoveryReport {
         checkpoint_seq,
@@ -383,6 +388,9 @@ pub(crate) fn recover(
                 t.cut = true;
             }
             let wal = Wal::reopen(storage, last.0, last.1)?;
+            if let Some(from) = state.unproven_from {
+                rewrite_unproven_tail(storage, from, last)?;
+            }
             report.removed_files =
                 remove_stale_files(storage, &names, checkpoint_seq, cp_wal_id, &state.table);
             Some(wal)
@@ -396,6 +404,34 @@ pub(crate) fn recover(
         report,
         arena,
     })
+}
+
+/// Make the replayed records not proven durable durable before they are served: write their
+/// bytes again where they are and sync. A record whose commit failed at its log sync was never
+/// acknowledged, but its bytes can still be read back (the OS keeps pages a failed sync did not
+/// write, and a later sync may not write them either); recovery replays it, readers see it,
+/// and a power loss after that would take back what they saw. Rewriting costs the tail since
+/// the last record that proves the ones before it (usually one record), not the whole log.
+fn rewrite_unproven_tail(storage: &dyn Storage, from: (u32, u64), last: (u32, u64)) -> Result<()> {
+    for id in from.0..=last.0 {
+        let name = wal_file_name(id);
+        let file = crate::log::open_existing(storage, &name)?;
+        let start = if id == from.0 { from.1 } else { 0 };
+        let end = if id == last.0 {
+            last.1
+        } else {
+            file.size().map_err(|e| Error::io("reading", &name, e))?
+        };
+        let len = usize::try_from(end.saturating_sub(start))
+            .map_err(|_| Error::corruption(&name, start, "a log tail larger than memory"))?;
+        let mut bytes = vec![0u8; len];
+        file.read_at(&mut bytes, start)
+            .map_err(|e| Error::io("reading", &name, e))?;
+        file.write_at(&bytes, start)
+            .map_err(|e| Error::io("rewriting the unproven tail of", &name, e))?;
+        file.sync().map_err(|e| Error::io("syncing", &name, e))?;
+    }
+    Ok(())
 }
 
 impl Replayed {
@@ -428,6 +464,9 @@ impl Replayed {
         })?;
         self.seq = record.seq;
         self.records += 1;
+        if rec.flags & FLAG_PRIOR_DURABLE != 0 || self.unproven_from.is_none() {
+            self.unproven_from = Some((id, rec.offset));
+        }
         self.history.push_back((
             self.tables.clone(),
             Snapshot {
