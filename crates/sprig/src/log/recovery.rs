@@ -391,6 +391,11 @@ pub(crate) fn recover(
             if let Some(from) = state.unproven_from {
                 rewrite_unproven_tail(storage, from, last)?;
             }
+            // The names of the files the served state lives in are durable too (a log file
+            // created by a rotation that then failed may not be).
+            storage
+                .sync_dir()
+                .map_err(|e| Error::io("syncing", "the database directory", e))?;
             report.removed_files =
                 remove_stale_files(storage, &names, checkpoint_seq, cp_wal_id, &state.table);
             Some(wal)
