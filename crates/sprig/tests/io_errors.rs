@@ -67,6 +67,17 @@ fn check_state(
     }
 }
 
+/// The storage as `workload` leaves it with `fault` injected, run again from the start (the
+/// run is deterministic: the same error at the same step).
+fn replay(seed: u64, fault: Fault, workload: &Workload) -> Result<FaultStorage, String> {
+    let s = FaultStorage::new(seed);
+    s.add_fault(fault);
+    let out = catch_unwind(AssertUnwindSafe(|| run_workload(&storage(&s), workload)))
+        .map_err(|_| "the workload panicked on replay".to_string())?;
+    drop(out);
+    Ok(s)
+}
+
 fn run_one(
     seed: u64,
     workload: &Workload,
@@ -165,11 +176,7 @@ fn run_one(
     }
     drop(db);
     // Power loss at the moment of the error: also a valid state.
-    let s2 = FaultStorage::new(seed);
-    s2.add_fault(fault);
-    let out = catch_unwind(AssertUnwindSafe(|| run_workload(&storage(&s2), workload)))
-        .map_err(|_| "the workload panicked on replay".to_string())?;
-    drop(out);
+    let s2 = replay(seed, fault, workload)?;
     let image = s2.crash(CrashMode::DropUnsynced, seed);
     let db = Db::open_with_storage(storage(&image), options())
         .map_err(|e| format!("reopening after a power loss failed: {e}"))?;
@@ -179,11 +186,7 @@ fn run_one(
     // A commit acknowledged after reopening on the same files survives a power loss: the
     // files the reopened database goes on writing to are durable, names included (a log file
     // created by a rotation that failed before syncing the directory was not).
-    let s3 = FaultStorage::new(seed);
-    s3.add_fault(fault);
-    let out = catch_unwind(AssertUnwindSafe(|| run_workload(&storage(&s3), workload)))
-        .map_err(|_| "the workload panicked on replay".to_string())?;
-    drop(out);
+    let s3 = replay(seed, fault, workload)?;
     s3.clear_faults();
     let db = Db::open_with_storage(storage(&s3), options())
         .map_err(|e| format!("reopening after the error failed: {e}"))?;

@@ -387,10 +387,11 @@ pub(crate) fn recover(
                 }
                 t.cut = true;
             }
-            let wal = Wal::reopen(storage, last.0, last.1)?;
+            // Before the reopen, whose sync makes the last file's rewritten bytes durable.
             if let Some(from) = state.unproven_from {
                 rewrite_unproven_tail(storage, from, last)?;
             }
+            let wal = Wal::reopen(storage, last.0, last.1)?;
             // The names of the files the served state lives in are durable too (a log file
             // created by a rotation that then failed may not be).
             storage
@@ -417,6 +418,7 @@ pub(crate) fn recover(
 /// write, and a later sync may not write them either); recovery replays it, readers see it,
 /// and a power loss after that would take back what they saw. Rewriting costs the tail since
 /// the last record that proves the ones before it (usually one record), not the whole log.
+/// Files before the last are synced here; the last is synced by [`Wal::reopen`], called next.
 fn rewrite_unproven_tail(storage: &dyn Storage, from: (u32, u64), last: (u32, u64)) -> Result<()> {
     for id in from.0..=last.0 {
         let name = wal_file_name(id);
@@ -434,7 +436,9 @@ fn rewrite_unproven_tail(storage: &dyn Storage, from: (u32, u64), last: (u32, u6
             .map_err(|e| Error::io("reading", &name, e))?;
         file.write_at(&bytes, start)
             .map_err(|e| Error::io("rewriting the unproven tail of", &name, e))?;
-        file.sync().map_err(|e| Error::io("syncing", &name, e))?;
+        if id != last.0 {
+            file.sync().map_err(|e| Error::io("syncing", &name, e))?;
+        }
     }
     Ok(())
 }

@@ -34,9 +34,15 @@ impl Hasher for LocHasher {
     }
 
     fn write_u64(&mut self, v: u64) {
-        let product = u128::from(self.0 ^ v) * 0x9e37_79b9_7f4a_7c15;
-        self.0 = (product as u64) ^ ((product >> 64) as u64);
+        self.0 = mix(self.0 ^ v);
     }
+}
+
+/// A page location spread over 64 bits (a folded multiply): picks the shard and hashes the
+/// shard's index.
+fn mix(loc: u64) -> u64 {
+    let product = u128::from(loc) * 0x9e37_79b9_7f4a_7c15;
+    (product as u64) ^ ((product >> 64) as u64)
 }
 
 #[derive(Default)]
@@ -66,8 +72,7 @@ impl PageCache {
         if self.per_shard == 0 {
             return None;
         }
-        let h = loc.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 32;
-        self.shards.get(h as usize % SHARDS)
+        self.shards.get((mix(loc) >> 32) as usize % SHARDS)
     }
 
     /// The page at `loc`, if cached.

@@ -360,11 +360,15 @@ impl Directory {
             id = if bit_at(key, depth) { r } else { l };
             depth += 1;
         }
-        let page = match self.arena.slot(id) {
+        (Prefix::of_key(key, depth), self.page_of(id))
+    }
+
+    /// The page reference of `id`, if it is a page.
+    fn page_of(&self, id: NodeId) -> Option<PageRef> {
+        match self.arena.slot(id) {
             Slot::Page(r) => Some(r),
             _ => None,
-        };
-        (Prefix::of_key(key, depth), page)
+        }
     }
 
     /// [`Directory::locate`] for many keys at once: the walks go down in step, each prefetching
@@ -378,13 +382,7 @@ impl Directory {
         });
         keys.iter()
             .zip(ends)
-            .map(|(key, (id, depth))| {
-                let page = match self.arena.slot(id) {
-                    Slot::Page(r) => Some(r),
-                    _ => None,
-                };
-                (Prefix::of_key(key, depth), page)
-            })
+            .map(|(key, (id, depth))| (Prefix::of_key(key, depth), self.page_of(id)))
             .collect()
     }
 
