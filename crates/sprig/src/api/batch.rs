@@ -722,13 +722,15 @@ impl WriteBatch {
         let rewritten =
             rewrite_regions(base_dir.arena(), hasher, stamp, &works, &touched, &changes)?;
 
-        // The proof nodes below each region, by position, for the witness.
+        // The proof nodes below each region, in key order (the order the witness's walk
+        // reaches the regions in), and how many there are.
         let mut rewritten = rewritten;
-        let below: HashMap<Prefix, Vec<ProofNode>> = works
+        let mut below: Vec<(Prefix, Vec<ProofNode>)> = works
             .iter()
             .zip(rewritten.iter_mut())
             .map(|(w, r)| (w.prefix, std::mem::take(&mut r.proof)))
             .collect();
+        let below_nodes: usize = below.iter().map(|(_, nodes)| nodes.len()).sum();
         let mut regions: Vec<Region> = Vec::new();
         *hashes_needed += branches_above(
             works
@@ -755,16 +757,20 @@ impl WriteBatch {
         // The witness (a walk of the base directory) and the new directory (path copies and
         // merges) need nothing of each other: a large batch computes them on two cores.
         let prove = || -> Result<Vec<ProofNode>> {
-            let mut proof = Vec::new();
+            // Above the regions, two nodes (the branch and its sibling) per directory node on
+            // the keys' paths: about ten per region at utxo's sparse batches, two at transfer's
+            // dense ones (a larger witness grows the vector once).
+            let mut proof = Vec::with_capacity(below_nodes + 16 * below.len());
+            let mut next = below.iter_mut();
             base_dir
                 .prove(
                     &touched,
-                    &mut |prefix, _, _, out| match below.get(prefix) {
-                        Some(nodes) => {
-                            out.extend_from_slice(nodes);
+                    &mut |prefix, _, _, out| match next.next() {
+                        Some((p, nodes)) if p == prefix => {
+                            out.append(nodes);
                             Ok(())
                         }
-                        None => Err(crate::state::directory::DirectoryError::PageMissing(
+                        _ => Err(crate::state::directory::DirectoryError::PageMissing(
                             *prefix,
                         )),
                     },

@@ -51,6 +51,50 @@ impl std::fmt::Debug for Subtree {
     }
 }
 
+/// An owned reference to a node that borrows its store instead of holding a handle to it:
+/// what a recursive pass over one directory ([`Directory::replace`]) builds. A [`Subtree`]
+/// counts itself on the store's shared handle, an atomic every core writes: a pass that made
+/// one per node it touched spent more on that one cache line than on the nodes.
+struct Held<'a> {
+    arena: &'a Arena,
+    id: NodeId,
+}
+
+impl Drop for Held<'_> {
+    fn drop(&mut self) {
+        self.arena.release(self.id);
+    }
+}
+
+impl<'a> Held<'a> {
+    /// A reference to node `id` of `arena`, shared.
+    fn shared(arena: &'a Arena, id: NodeId) -> Held<'a> {
+        Held {
+            arena,
+            id: arena.share(id),
+        }
+    }
+
+    /// A branch over two nodes of the same store, with its node computed.
+    fn branch(hasher: Hasher, left: Held<'a>, right: Held<'a>) -> Held<'a> {
+        assert!(
+            std::ptr::eq(left.arena, right.arena),
+            "a branch over nodes of two directory stores"
+        );
+        let arena = left.arena;
+        let id = arena.new_branch(hasher, left.into_id(), right.into_id());
+        Held { arena, id }
+    }
+
+    /// Give up this reference without releasing it (its owner is now a parent node or a
+    /// directory).
+    fn into_id(self) -> NodeId {
+        let id = self.id;
+        std::mem::forget(self);
+        id
+    }
+}
+
 /// What a subtree is at its top.
 #[derive(Debug)]
 pub enum Shape {
@@ -409,15 +453,15 @@ impl Directory {
 
     /// Walk down level by level over `n` sorted targets (target `k` is `depth_of(k)` bits long,
     /// its bits `bit_of(k, depth)`), visiting each node on their paths once with the range of
-    /// targets under it, and prefetching every node of the next level before visiting any.
-    /// Returns the number of nodes prefetched (the root aside).
+    /// targets under it, and prefetching both children of every node of the next level before
+    /// visiting any. Returns the number of nodes visited (the root aside).
     fn warm_with(
         &self,
         n: usize,
         depth_of: impl Fn(usize) -> usize,
         bit_of: impl Fn(usize, usize) -> bool,
     ) -> usize {
-        let mut prefetched = 0;
+        let mut visited = 0;
         let mut level: Vec<(NodeId, usize, std::ops::Range<usize>)> = vec![(self.root, 0, 0..n)];
         let mut next = Vec::new();
         while !level.is_empty() {
@@ -441,19 +485,23 @@ impl Directory {
                         split = mid + 1;
                     }
                 }
-                if start < split {
+                // A pass over the paths reads both children of each node on them (the
+                // sibling's node for the hash, its count to share it): both are fetched.
+                if start < range.end {
                     self.arena.prefetch(l);
+                    self.arena.prefetch(r);
+                }
+                if start < split {
                     next.push((l, depth + 1, start..split));
                 }
                 if split < range.end {
-                    self.arena.prefetch(r);
                     next.push((r, depth + 1, split..range.end));
                 }
             }
-            prefetched += next.len();
+            visited += next.len();
             std::mem::swap(&mut level, &mut next);
         }
-        prefetched
+        visited
     }
 
     /// Walk from the root toward `n` targets at once, one level per round for every walk still
@@ -562,7 +610,7 @@ impl Directory {
             slots.push(Some(s));
         }
         self.warm(&prefixes);
-        let root = self.replace_at(self.root, Prefix::root(), &prefixes, &mut slots, &mut removed)?;
+        let root = self.replace_at(self.root, 0, &prefixes, &mut slots, &mut removed)?;
         Ok(Directory {
             arena: self.arena.clone(),
             hasher: self.hasher,
@@ -571,42 +619,48 @@ impl Directory {
         })
     }
 
-    /// The subtree at `pos` (node `id` of this directory) with `regions` (sorted, disjoint,
-    /// under `pos`) put in place; `slots` holds their subtrees, taken as they are placed.
-    fn replace_at(
-        &self,
+    /// The subtree at the position of `depth` bits that node `id` of this directory holds,
+    /// with `regions` (sorted, disjoint, under that position) put in place; `slots` holds their
+    /// subtrees, taken as they are placed. The position itself is not passed down: a region
+    /// under it is at it exactly when it is `depth` bits long.
+    fn replace_at<'a>(
+        &'a self,
         id: NodeId,
-        pos: Prefix,
+        depth: usize,
         regions: &[Prefix],
         slots: &mut [Option<Subtree>],
         removed: &mut Tally,
-    ) -> Result<Subtree, DirectoryError> {
+    ) -> Result<Held<'a>, DirectoryError> {
+        let arena: &Arena = &self.arena;
         match regions {
-            [] => return Ok(Subtree::shared(&self.arena, id)),
-            [p] if *p == pos => {
-                *removed += tally_under(&self.arena, id);
-                return slots
-                    .first_mut()
-                    .and_then(Option::take)
-                    .ok_or(DirectoryError::Overlap(pos));
+            [] => return Ok(Held::shared(arena, id)),
+            [p] if p.depth() == depth => {
+                *removed += tally_under(arena, id);
+                // `replace` checked that every region's subtree lives in this store.
+                return match slots.first_mut().and_then(Option::take) {
+                    Some(s) => Ok(Held {
+                        arena,
+                        id: s.into_id(),
+                    }),
+                    None => Err(DirectoryError::Overlap(*p)),
+                };
             }
             _ => {}
         }
-        let Some((left, right)) = self.arena.children(id) else {
-            let first = regions.first().copied().unwrap_or(pos);
+        let Some((left, right)) = arena.children(id) else {
+            let first = regions.first().copied().unwrap_or_else(Prefix::root);
             return Err(DirectoryError::RegionInsidePage(first));
         };
-        // Sorted by bits then depth, a region at `pos` itself would come first.
-        if regions.first() == Some(&pos) {
-            return Err(DirectoryError::Overlap(pos));
+        // Sorted by bits then depth, a region at this position itself would come first.
+        if let Some(p) = regions.first().filter(|p| p.depth() == depth) {
+            return Err(DirectoryError::Overlap(*p));
         }
-        let depth = pos.depth();
         let split = regions.partition_point(|p| !p.bit(depth));
         let (lr, rr) = regions.split_at(split);
         let (ls, rs) = slots.split_at_mut(split);
-        let l = self.replace_at(left, pos.child(false), lr, ls, removed)?;
-        let r = self.replace_at(right, pos.child(true), rr, rs, removed)?;
-        Ok(Subtree::branch(self.hasher, l, r))
+        let l = self.replace_at(left, depth + 1, lr, ls, removed)?;
+        let r = self.replace_at(right, depth + 1, rr, rs, removed)?;
+        Ok(Held::branch(self.hasher, l, r))
     }
 
     /// Visit every page in key order with its position.
