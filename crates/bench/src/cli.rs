@@ -290,6 +290,11 @@ pub struct CompareArgs {
     /// Run fio's 4 KiB random-read test on the database's disk first and report ops ÷ IOPS.
     #[arg(long)]
     pub fio: bool,
+    /// Read every file of an engine's database once (sequentially, O_DIRECT) right before each
+    /// of its runs, so every engine starts with its data equally warm in the disk's cache tier
+    /// (virtual disks read recently touched data several times faster; BENCHMARKS.md, 00).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    pub warm_disk: bool,
     /// The run's shape, engine settings and result files.
     #[command(flatten)]
     pub common: RunCommon,

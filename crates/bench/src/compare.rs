@@ -211,6 +211,17 @@ pub fn compare(args: &CompareArgs) -> Result<Comparison> {
                 None => None,
             };
             eprintln!("round {}/{}: {}", round + 1, args.repeat, engine.name());
+            if args.warm_disk {
+                let db = Layout::new(&args.dir, engine).db();
+                let w =
+                    crate::warm::warm(&db).with_context(|| format!("warming {}", db.display()))?;
+                eprintln!(
+                    "  disk warmed: {} files, {:.2} GiB read in {:.1} s",
+                    w.files,
+                    w.bytes as f64 / f64::from(1u32 << 30),
+                    w.took.as_secs_f64()
+                );
+            }
             child(&a, cap.as_ref())?;
             let text = std::fs::read_to_string(&out)
                 .with_context(|| format!("reading {}", out.display()))?;
@@ -252,6 +263,7 @@ pub fn compare(args: &CompareArgs) -> Result<Comparison> {
     Ok(Comparison {
         command: std::env::args().collect::<Vec<_>>().join(" "),
         fio_iops,
+        disk_warmed: args.warm_disk,
         runs,
         medians,
         ratios,
@@ -317,6 +329,9 @@ pub fn output(c: &Comparison, files: &OutputArgs) -> Result<()> {
     }
     if let Some(first) = c.medians.first() {
         println!("{}", report::describe(first));
+    }
+    if c.disk_warmed {
+        println!("each engine's files read once right before each of its runs (equal disk warmth)");
     }
     println!("medians (ratio = first engine ÷ this one):");
     print!(

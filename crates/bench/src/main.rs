@@ -11,6 +11,7 @@ mod runner;
 mod state_tools;
 mod sys;
 mod upsert;
+mod warm;
 mod workload;
 
 use anyhow::Result;

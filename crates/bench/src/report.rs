@@ -122,6 +122,10 @@ pub struct Comparison {
     pub command: String,
     /// fio 4 KiB random-read IOPS at queue depth 32 and 1 on the database's disk, same run.
     pub fio_iops: Option<FioIops>,
+    /// Whether each engine's files were read once right before each of its runs (equal warmth
+    /// in the disk's cache tier; absent in reports made before the option).
+    #[serde(default)]
+    pub disk_warmed: bool,
     /// Every run, in the order run.
     pub runs: Vec<RunResult>,
     /// Per engine: the run with the median throughput.
@@ -357,6 +361,13 @@ pub fn comparison_markdown(c: &Comparison) -> String {
             "fio 4 KiB random reads (O_DIRECT, io_uring) in the same session: {:.0} IOPS at \
              queue depth 32, {:.0} at depth 1.\n",
             f.qd32, f.qd1
+        );
+    }
+    if c.disk_warmed {
+        let _ = writeln!(
+            s,
+            "Each engine's database files were read once (sequentially, O_DIRECT) right before \
+             each of its runs: every engine's data equally warm in the disk's cache tier.\n"
         );
     }
     let rounds = c.runs.len() / c.medians.len().max(1);
