@@ -711,13 +711,17 @@ impl SegmentTable {
     /// before those versions go: the held blocks of segments with live data, and the whole of
     /// segments with no live data left but held blocks (they are deleted once the versions
     /// holding those blocks go).
+    ///
+    /// Held blocks are counted by the commit that released them, not by location, so a block a
+    /// rollback made live again is still among them until that commit's versions go: a
+    /// segment's held blocks are capped at its blocks that are not live.
     pub fn retained_blocks(&self) -> u64 {
         self.segments
             .iter()
             .map(|(id, m)| match (m.live_blocks(), self.held.in_segment(*id)) {
                 (_, 0) => 0,
                 (0, _) if *id != self.active => u64::from(m.used_blocks),
-                (_, held) => held,
+                (live, held) => held.min(u64::from(m.used_blocks).saturating_sub(live)),
             })
             .sum()
     }
