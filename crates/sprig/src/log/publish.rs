@@ -175,6 +175,7 @@ impl Log {
         head_seq: u64,
         record: &CommitRecord,
         blocks: Blocks<'_>,
+        equal: Option<&Tables>,
     ) -> Result<Published> {
         let Blocks { staged, created } = blocks;
         if head_seq.checked_add(1) != Some(record.seq) {
@@ -219,7 +220,9 @@ impl Log {
         failpoint!("commit.record_synced");
         let (wal_id, _) = w.log_position()?;
         let mut released = Vec::new();
-        let tables = apply_record_noting(head, &mut w.table, record, &mut |l| released.push(l))
+        let tables = apply_record_noting(head, &mut w.table, record, equal, &mut |l| {
+            released.push(l)
+        })
             .map_err(|e| Error::corruption(wal_file_name(wal_id), 0, e.to_string()))?;
         Ok(Published {
             tables,

@@ -647,17 +647,20 @@ pub fn apply_record(
     table: &mut SegmentTable,
     record: &CommitRecord,
 ) -> Result<Tables, ApplyError> {
-    apply_record_noting(tables, table, record, &mut |_| {})
+    apply_record_noting(tables, table, record, None, &mut |_| {})
 }
 
 /// [`apply_record`], telling `released` the location of every page the record takes out of
 /// the latest version (the pages of dropped tables and of replaced regions), as the accounting
 /// releases it: what no new reader needs in a cache. Called only once the whole result has
-/// been computed and checked.
+/// been computed and checked. `equal`, if given, holds directories already equal to the
+/// record's result (the overlay a commit wrote): their nodes are taken instead of hashed again
+/// ([`Directory::replace_as`]).
 pub fn apply_record_noting(
     tables: &Tables,
     table: &mut SegmentTable,
     record: &CommitRecord,
+    equal: Option<&Tables>,
     released: &mut dyn FnMut(u64),
 ) -> Result<Tables, ApplyError> {
     record.check_bounds(table.segment_blocks)?;
@@ -681,7 +684,10 @@ pub fn apply_record_noting(
         let dir = next
             .dir(t.table)
             .ok_or(CatalogError::NoSuchTable(t.table))?;
-        let after = dir.replace(t.regions.clone())?;
+        let after = match equal.and_then(|e| e.dir(t.table)) {
+            Some(equal) => dir.replace_as(t.regions.clone(), equal)?,
+            None => dir.replace(t.regions.clone())?,
+        };
         if after.root_node() != t.root {
             return Err(ApplyError::RootMismatch {
                 stated: hex(&t.root),

@@ -323,6 +323,14 @@ impl Arena {
         }
     }
 
+    /// The stored trie node of `id` if it is a branch (not a twig, whose node is not stored).
+    pub fn branch_node(&self, id: NodeId) -> Option<Node> {
+        match id.kind() {
+            Kind::Branch(i) => Some(self.branches.load_node(i)),
+            Kind::Empty | Kind::Twig(_) | Kind::Page(_) => None,
+        }
+    }
+
     /// The kind of `id`'s trie node, without hashing a twig's.
     pub fn node_kind(&self, id: NodeId) -> NodeKind {
         match id.kind() {
@@ -455,6 +463,18 @@ impl Arena {
     /// (one reference to the branch, the caller's). Over two pages it is a twig, whose node is
     /// not stored; otherwise its node is hashed here.
     pub fn new_branch(&self, hasher: Hasher, left: NodeId, right: NodeId) -> NodeId {
+        self.new_branch_known(hasher, left, right, None)
+    }
+
+    /// [`Arena::new_branch`] with the branch's trie node already `known` (taken from an equal
+    /// tree), so it is not hashed again; checked against the hash in debug builds.
+    pub fn new_branch_known(
+        &self,
+        hasher: Hasher,
+        left: NodeId,
+        right: NodeId,
+        known: Option<Node>,
+    ) -> NodeId {
         let set = *self.hasher.get_or_init(|| hasher);
         assert!(
             set == hasher,
@@ -467,7 +487,17 @@ impl Arena {
             self.twigs.get(i)[T_REFS].store(1, Ordering::Relaxed);
             return NodeId::of(TWIG, i);
         }
-        let node = parent(hasher, &self.node(left), &self.node(right));
+        let node = match known {
+            Some(node) => {
+                debug_assert_eq!(
+                    node,
+                    parent(hasher, &self.node(left), &self.node(right)),
+                    "a branch node taken from a tree that is not equal"
+                );
+                node
+            }
+            None => parent(hasher, &self.node(left), &self.node(right)),
+        };
         let i = self.branches.alloc();
         self.branches.store_node(i, &node);
         self.branches.store(i, B_LEFT, left.0);

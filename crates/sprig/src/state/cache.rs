@@ -84,14 +84,15 @@ impl PageCache {
         Some(slot.page.clone())
     }
 
-    /// Cache the page at `loc`.
-    pub fn insert(&self, loc: u64, page: Arc<Page>) {
-        let Some(shard) = self.shard(loc) else {
-            return;
-        };
+    /// Cache the page at `loc`. Returns the page it evicted, for the caller to drop where it
+    /// costs least: the last reference to a page frees its buffer, long allocated, whose
+    /// allocator neighbours are cold in the CPU's cache.
+    #[must_use = "the evicted page is dropped where the caller chooses"]
+    pub fn insert(&self, loc: u64, page: Arc<Page>) -> Option<Arc<Page>> {
+        let shard = self.shard(loc)?;
         let mut shard = shard.lock();
         if shard.index.contains_key(&loc) {
-            return;
+            return None;
         }
         if shard.slots.len() < self.per_shard {
             let i = shard.slots.len();
@@ -101,16 +102,14 @@ impl PageCache {
                 referenced: false,
             });
             shard.index.insert(loc, i);
-            return;
+            return None;
         }
         // CLOCK: sweep, clearing reference bits, until an unreferenced slot is found.
         let n = shard.slots.len();
         loop {
             let hand = shard.hand % n;
             shard.hand = hand + 1;
-            let Some(slot) = shard.slots.get_mut(hand) else {
-                return;
-            };
+            let slot = shard.slots.get_mut(hand)?;
             if slot.referenced {
                 slot.referenced = false;
                 continue;
@@ -125,29 +124,22 @@ impl PageCache {
             );
             shard.index.remove(&old.loc);
             shard.index.insert(loc, hand);
-            // The evicted page is freed after the lock is let go.
-            drop(shard);
-            drop(old);
-            return;
+            return Some(old.page);
         }
     }
 
-    /// Drop the page at `loc`, if cached: a commit superseded it, so only old versions can
-    /// still read it, and keeping it would push live pages out.
-    pub fn forget(&self, loc: u64) {
-        let Some(shard) = self.shard(loc) else {
-            return;
-        };
-        let mut shard = shard.lock();
-        let Some(i) = shard.index.remove(&loc) else {
-            return;
-        };
+    /// Take the page at `loc` out of the cache, if cached: a commit superseded it, so only old
+    /// versions can still read it, and keeping it would push live pages out. Returns it, for
+    /// the caller to drop where it costs least (as [`PageCache::insert`]).
+    #[must_use = "the page is dropped where the caller chooses"]
+    pub fn forget(&self, loc: u64) -> Option<Arc<Page>> {
+        let mut shard = self.shard(loc)?.lock();
+        let i = shard.index.remove(&loc)?;
         let removed = shard.slots.swap_remove(i);
         if let Some(moved) = shard.slots.get(i).map(|s| s.loc) {
             shard.index.insert(moved, i);
         }
-        drop(shard);
-        drop(removed);
+        Some(removed.page)
     }
 
     /// The number of cached pages.
@@ -173,22 +165,30 @@ mod tests {
     #[test]
     fn bounded_and_returns_what_it_holds() {
         let c = PageCache::new(PAGE_COST_BYTES * 64);
+        let mut evicted = Vec::new();
         for i in 0..1000u64 {
-            c.insert(i, page(i));
+            evicted.extend(c.insert(i, page(i)));
             assert_eq!(c.get(i).map(|p| p.seq()), Some(i));
+            assert!(c.insert(i, page(i)).is_none(), "a page cached already is not replaced");
         }
         assert!(c.len() <= 64);
-        // Forgetting keeps the index consistent with the slots it moves.
+        // Every page inserted is either held or handed back evicted, once.
+        let mut seen: Vec<u64> = evicted.iter().map(|p| p.seq()).collect();
+        seen.extend((0..1000u64).filter(|i| c.get(*i).is_some()));
+        seen.sort_unstable();
+        assert_eq!(seen, (0..1000u64).collect::<Vec<_>>());
+        // Forgetting keeps the index consistent with the slots it moves, and hands the page
+        // back once.
         let held: Vec<u64> = (0..1000u64).filter(|i| c.get(*i).is_some()).collect();
         for i in held.iter().step_by(2) {
-            c.forget(*i);
-            c.forget(*i);
+            assert_eq!(c.forget(*i).map(|p| p.seq()), Some(*i));
+            assert!(c.forget(*i).is_none());
         }
         for (n, i) in held.iter().enumerate() {
             assert_eq!(c.get(*i).map(|p| p.seq()), (n % 2 == 1).then_some(*i));
         }
         let off = PageCache::new(0);
-        off.insert(1, page(1));
+        assert!(off.insert(1, page(1)).is_none());
         assert!(off.get(1).is_none());
         assert_eq!(off.len(), 0);
     }

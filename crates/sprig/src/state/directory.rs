@@ -75,14 +75,14 @@ impl<'a> Held<'a> {
         }
     }
 
-    /// A branch over two nodes of the same store, with its node computed.
-    fn branch(hasher: Hasher, left: Held<'a>, right: Held<'a>) -> Held<'a> {
+    /// A branch over two nodes of the same store, with its node `known` or computed.
+    fn branch(hasher: Hasher, left: Held<'a>, right: Held<'a>, known: Option<Node>) -> Held<'a> {
         assert!(
             std::ptr::eq(left.arena, right.arena),
             "a branch over nodes of two directory stores"
         );
         let arena = left.arena;
-        let id = arena.new_branch(hasher, left.into_id(), right.into_id());
+        let id = arena.new_branch_known(hasher, left.into_id(), right.into_id(), known);
         Held { arena, id }
     }
 
@@ -584,7 +584,30 @@ impl Directory {
     /// A new version with each region (position, new subtree) replaced, in one pass down the
     /// tree. Regions must be disjoint and sit at positions of this directory (at a page, an
     /// empty region or a branch), never inside a page.
-    pub fn replace(&self, mut regions: Vec<Region>) -> Result<Directory, DirectoryError> {
+    pub fn replace(&self, regions: Vec<Region>) -> Result<Directory, DirectoryError> {
+        self.replace_known(regions, None)
+    }
+
+    /// [`Directory::replace`] whose result is known to equal `equal` (a directory of the same
+    /// store with the same entries at the same positions, its pages possibly elsewhere: the
+    /// overlay a commit wrote): the new branches take their nodes from it instead of hashing
+    /// them again (checked in debug builds).
+    pub fn replace_as(
+        &self,
+        regions: Vec<Region>,
+        equal: &Directory,
+    ) -> Result<Directory, DirectoryError> {
+        if !Arc::ptr_eq(&equal.arena, &self.arena) {
+            return Err(DirectoryError::ForeignRegion);
+        }
+        self.replace_known(regions, Some(equal.root))
+    }
+
+    fn replace_known(
+        &self,
+        mut regions: Vec<Region>,
+        known: Option<NodeId>,
+    ) -> Result<Directory, DirectoryError> {
         if regions.iter().any(|(_, s)| !Arc::ptr_eq(&s.arena, &self.arena)) {
             return Err(DirectoryError::ForeignRegion);
         }
@@ -610,7 +633,8 @@ impl Directory {
             slots.push(Some(s));
         }
         self.warm(&prefixes);
-        let root = self.replace_at(self.root, 0, &prefixes, &mut slots, &mut removed)?;
+        let known = known.unwrap_or(NodeId::EMPTY);
+        let root = self.replace_at(self.root, known, 0, &prefixes, &mut slots, &mut removed)?;
         Ok(Directory {
             arena: self.arena.clone(),
             hasher: self.hasher,
@@ -622,10 +646,12 @@ impl Directory {
     /// The subtree at the position of `depth` bits that node `id` of this directory holds,
     /// with `regions` (sorted, disjoint, under that position) put in place; `slots` holds their
     /// subtrees, taken as they are placed. The position itself is not passed down: a region
-    /// under it is at it exactly when it is `depth` bits long.
+    /// under it is at it exactly when it is `depth` bits long. `known` is the node at the same
+    /// position of a tree equal to the result, if there is one (`NodeId::EMPTY` otherwise).
     fn replace_at<'a>(
         &'a self,
         id: NodeId,
+        known: NodeId,
         depth: usize,
         regions: &[Prefix],
         slots: &mut [Option<Subtree>],
@@ -658,9 +684,12 @@ impl Directory {
         let split = regions.partition_point(|p| !p.bit(depth));
         let (lr, rr) = regions.split_at(split);
         let (ls, rs) = slots.split_at_mut(split);
-        let l = self.replace_at(left, depth + 1, lr, ls, removed)?;
-        let r = self.replace_at(right, depth + 1, rr, rs, removed)?;
-        Ok(Held::branch(self.hasher, l, r))
+        let (known_left, known_right) = arena
+            .children(known)
+            .unwrap_or((NodeId::EMPTY, NodeId::EMPTY));
+        let l = self.replace_at(left, known_left, depth + 1, lr, ls, removed)?;
+        let r = self.replace_at(right, known_right, depth + 1, rr, rs, removed)?;
+        Ok(Held::branch(self.hasher, l, r, arena.branch_node(known)))
     }
 
     /// Visit every page in key order with its position.
@@ -993,9 +1022,14 @@ mod tests {
             for (i, j) in [(0, versions.len() - 1), (versions.len() / 2, versions.len() - 1), (versions.len() - 1, 0)] {
                 let (from, to) = (&versions[i].0, &versions[j].0);
                 let regions = diff(from, to).unwrap();
-                let rebuilt = from.replace(regions).unwrap();
+                let rebuilt = from.replace(regions.clone()).unwrap();
                 prop_assert_eq!(rebuilt.root_node(), to.root_node());
                 prop_assert_eq!(rebuilt.len(), to.len());
+                // Taking the nodes of the equal tree instead of hashing (each checked against
+                // the hash in debug builds, as tests run) builds the same tree.
+                let taken = from.replace_as(regions, to).unwrap();
+                prop_assert_eq!(taken.root_node(), to.root_node());
+                prop_assert_eq!(taken.len(), to.len());
             }
             drop(versions);
             prop_assert_eq!(arena.live(), (0, 0));

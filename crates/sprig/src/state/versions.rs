@@ -95,6 +95,12 @@ impl Versions {
         }
     }
 
+    /// Drop `value` on the background thread (see [`Reclaimer`]): what holds many pages or
+    /// nodes whose freeing would cost the caller's path.
+    pub fn drop_later<T: Send + 'static>(&self, value: T) {
+        self.reclaimer.defer(value);
+    }
+
     /// Forget every retained version: `version` is the latest and the only one (after a bulk
     /// load, which rewrites the whole database).
     pub fn reset(&self, version: Arc<Version>) {

@@ -274,6 +274,8 @@ impl Inner {
                 created: &created,
             },
             version.id,
+            // The overlay's directories are the result, their pages now written.
+            Some(&version.tables),
         );
         let Published {
             data_bytes,
@@ -285,9 +287,11 @@ impl Inner {
         metrics.phase(Phase::Sync, sync_took);
         metrics.phase(Phase::Log, log_took);
         pending.mark_committed(locs.new.clone(), head.clone());
-        for (l, page) in written_pages.iter() {
-            self.cache.insert(*l, page.clone());
-        }
+        let evicted = written_pages
+            .iter()
+            .filter_map(|(l, page)| self.cache.insert(*l, page.clone()))
+            .collect();
+        self.drop_pages(evicted);
         // Overlays built on this one share these pages: from now on they read them from disk.
         for (page, l, checksum) in to_release {
             page.release(l, checksum);

@@ -23,6 +23,9 @@ use sprig_core::Hasher;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+/// Pages dropped together from this many on go to the background thread ([`Inner::drop_pages`]).
+const DROP_LATER_PAGES: usize = 16;
+
 /// Everything an open database shares between its handles, views, batches and overlays.
 pub(crate) struct Inner {
     /// The database directory (none in memory).
@@ -66,7 +69,9 @@ impl Inner {
     }
 
     /// Publish `record` on top of `head` through the log's one publish path, and make the
-    /// result the latest version, with id `id`. Call inside [`Writer::guarded`].
+    /// result the latest version, with id `id`. `equal` holds directories already equal to
+    /// the result, if any (see [`crate::log::record::apply_record_noting`]). Call inside
+    /// [`Writer::guarded`].
     pub fn publish_record(
         &self,
         w: &mut Writer,
@@ -74,10 +79,11 @@ impl Inner {
         record: &CommitRecord,
         blocks: Blocks<'_>,
         id: u64,
+        equal: Option<&crate::state::tables::Tables>,
     ) -> Result<Published> {
         let published = self
             .log
-            .publish_record(w, &head.tables, head.seq, record, blocks)?;
+            .publish_record(w, &head.tables, head.seq, record, blocks, equal)?;
         let version = Arc::new(Version {
             id,
             seq: record.seq,
@@ -87,10 +93,21 @@ impl Inner {
         self.set_head(w, version);
         // The pages the record replaced are garbage for every new reader: out of the cache,
         // so they do not push live pages out (old versions read them from the SSD).
-        for l in &published.released {
-            self.cache.forget(*l);
-        }
+        let forgotten: Vec<Arc<crate::state::page::Page>> = published
+            .released
+            .iter()
+            .filter_map(|l| self.cache.forget(*l))
+            .collect();
+        self.drop_pages(forgotten);
         Ok(published)
+    }
+
+    /// Drop pages taken out of the cache: many (a commit's) on the background thread, a few
+    /// here (a channel send costs more than they do).
+    pub fn drop_pages(&self, pages: Vec<Arc<crate::state::page::Page>>) {
+        if pages.len() >= DROP_LATER_PAGES {
+            self.versions.drop_later(pages);
+        }
     }
 
     /// Housekeeping after a commit: checkpoint when the log has grown, delete segments no

@@ -70,13 +70,14 @@ impl Inner {
         if !misses.is_empty() {
             let requests: Vec<(u64, u64, Prefix)> = misses.iter().map(|(_, r)| *r).collect();
             // Each page is decoded as soon as it arrives, while the rest are in flight.
+            let mut evicted = Vec::new();
             self.log.segments.read_pages_each(&requests, &mut |j, bytes| {
                 let (i, (l, _, prefix)) = misses
                     .get(j)
                     .ok_or_else(|| Error::internal("a page read that was never asked for"))?;
                 let page = Arc::new(decode_page_at(bytes, *l, prefix)?);
                 if fill_cache {
-                    self.cache.insert(*l, page.clone());
+                    evicted.extend(self.cache.insert(*l, page.clone()));
                 }
                 let slot = out
                     .get_mut(*i)
@@ -84,6 +85,7 @@ impl Inner {
                 *slot = Some(page);
                 Ok(())
             })?;
+            self.drop_pages(evicted);
             self.counters.page_reads(kind, requests.len() as u64);
         }
         out.into_iter()

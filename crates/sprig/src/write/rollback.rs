@@ -152,6 +152,8 @@ impl Inner {
                 &record,
                 Blocks::none(),
                 inner.versions.next_id(),
+                // The result is the target's directories (regions from `diff` to them).
+                Some(&target.tables),
             )?;
             inner.counters.commit();
             inner.counters.written(published.log_bytes, 0);
