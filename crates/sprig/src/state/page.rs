@@ -760,6 +760,63 @@ impl Page {
         Ok(page)
     }
 
+    /// This page with the inline values of some of its keys replaced by values of the same
+    /// length, and with `stamp` and `buckets` (the bucket nodes of the new entries): the bytes
+    /// [`Page::build_with_buckets`] writes for the same entries, made by patching a copy of
+    /// the block instead of listing and encoding every entry again. `None` unless every change
+    /// is such a replacement (a key of this page holding an inline value of the new value's
+    /// length); `changes` are sorted by key.
+    pub fn with_values_replaced(
+        &self,
+        stamp: impl Into<Stamp>,
+        changes: &[(KeyPath, &[u8])],
+        buckets: &Buckets,
+    ) -> Option<Page> {
+        let stamp: Stamp = stamp.into();
+        // Where each new value goes, all checked before anything is copied.
+        let mut at = Vec::with_capacity(changes.len());
+        let mut from = 0;
+        for (key, value) in changes {
+            let i = from + self.offsets.get(from..)?.binary_search_by(|o| self.key_at(*o).cmp(key)).ok()?;
+            from = i + 1;
+            let offset = usize::from(*self.offsets.get(i)?);
+            let kind_at = offset + ENTRY_KEY_BYTES;
+            let len_bytes: [u8; 2] = self.bytes.get(kind_at + 1..kind_at + 3)?.try_into().ok()?;
+            if self.bytes.get(kind_at) != Some(&KIND_INLINE)
+                || usize::from(u16::from_le_bytes(len_bytes)) != value.len()
+            {
+                return None;
+            }
+            at.push(kind_at + 3);
+        }
+        let mut block: Box<[u8; BLOCK_BYTES]> = self.bytes.clone();
+        let flags = if stamp.synced { FLAG_SYNCED_COMMIT } else { 0 };
+        block.get_mut(5).map(|f| *f = flags)?;
+        block.get_mut(SEQ_AT..COUNT_AT)?.copy_from_slice(&stamp.seq.to_le_bytes());
+        for (slot, node) in block
+            .get_mut(BUCKETS_AT..PAGE_HEADER_BYTES)?
+            .chunks_exact_mut(32)
+            .zip(buckets)
+        {
+            slot.copy_from_slice(node);
+        }
+        for ((_, value), start) in changes.iter().zip(at) {
+            block.get_mut(start..start + value.len())?.copy_from_slice(value);
+        }
+        let page = Page {
+            bytes: block,
+            prefix: self.prefix,
+            stamp,
+            offsets: self.offsets.clone(),
+            external: self.external,
+        };
+        // Debug builds (every test): the patched block decodes to the same page.
+        debug_assert!(Page::parse(page.bytes.clone(), true).is_ok_and(|p| p == page
+            && p.offsets == page.offsets
+            && p.stamp == page.stamp));
+        Some(page)
+    }
+
     /// A copy of this page with every value-log pointer passed through `relocate`, or `None`
     /// if no pointer changes.
     pub fn with_relocated_values(
@@ -1161,6 +1218,70 @@ mod tests {
             proptest::prop_assert_eq!(Ordered(&a).cmp(&Ordered(&b)), a.cmp(&b));
             proptest::prop_assert_eq!(Ordered(&b).cmp(&Ordered(&a)), b.cmp(&a));
             proptest::prop_assert_eq!(Ordered(&a).cmp(&Ordered(&a)), std::cmp::Ordering::Equal);
+        }
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig { cases: 300, ..Default::default() })]
+        /// Patching same-length values gives the very bytes a rebuild of the same entries gives
+        /// (stamp, bucket nodes and values), and refuses every other change: a key not in the
+        /// page, another length, a value-log pointer.
+        #[test]
+        fn patched_pages_equal_rebuilt_ones(
+            lens in proptest::collection::btree_map(0u16..400, 0usize..40, 1..60),
+            replaced in proptest::collection::btree_map(0u16..400, 0u8..255, 0..10),
+            synced in proptest::bool::ANY,
+            seq in 0u64..1000,
+            external in proptest::option::of(0usize..60),
+            refuse in 0u8..4,
+        ) {
+            let h = Hasher::Blake3;
+            let key = |i: u16| h.hash_value(&i.to_le_bytes());
+            let mut values: Vec<(KeyPath, Vec<u8>)> = lens.iter().map(|(i, n)| (key(*i), vec![*i as u8; *n])).collect();
+            values.sort_by_key(|(k, _)| *k);
+            let mut items = refs(&values);
+            let ext = external.map(|e| e % items.len());
+            if let Some(e) = ext {
+                items[e].1 = ValueRef::External(ExternalValue { loc: 9, len: 5000, hash: [3; 32] });
+            }
+            let page = Page::build(h, Prefix::root(), 7, &items).unwrap();
+            // Replacements of present inline values, same length, sorted by key.
+            let mut new_values: std::collections::BTreeMap<KeyPath, Vec<u8>> = std::collections::BTreeMap::new();
+            for (i, b) in &replaced {
+                if let Some(n) = lens.get(i) {
+                    new_values.insert(key(*i), vec![*b; *n]);
+                }
+            }
+            let stamp = Stamp { seq, synced };
+            let mut changes: Vec<(KeyPath, &[u8])> = new_values.iter().map(|(k, v)| (*k, v.as_slice())).collect();
+            changes.retain(|(k, _)| ext.is_none_or(|e| items[e].0 != *k));
+            let new_items: Vec<(KeyPath, ValueRef<'_>)> = items.iter().map(|(k, v)| match new_values.get(k) {
+                Some(nv) if changes.iter().any(|(c, _)| c == k) => (*k, ValueRef::Inline(nv)),
+                _ => (*k, *v),
+            }).collect();
+            let leaves: Vec<(KeyPath, ValueHash)> = new_items.iter().map(|(k, v)| (*k, v.hash(h))).collect();
+            let buckets = compute_buckets(h, 0, &leaves);
+            let patched = page.with_values_replaced(stamp, &changes, &buckets).unwrap();
+            let rebuilt = Page::build_with_buckets(Prefix::root(), stamp, &new_items, &buckets).unwrap();
+            proptest::prop_assert_eq!(&patched.bytes()[..], &rebuilt.bytes()[..]);
+            proptest::prop_assert_eq!(patched.items(), rebuilt.items());
+            proptest::prop_assert_eq!(patched.stamp(), stamp);
+            proptest::prop_assert_eq!(patched.node(h), rebuilt.node(h));
+            // Changes that are not same-length replacements of inline values.
+            let (k0, v0) = (values[0].0, values[0].1.clone());
+            let longer = [v0.clone(), vec![1]].concat();
+            let absent = key(999);
+            let bad: Vec<(KeyPath, &[u8])> = match refuse {
+                0 => vec![(k0, longer.as_slice())],
+                1 => vec![(absent, v0.as_slice())],
+                // 9 bytes: what the pointer's first bytes (location 9) would read as a length.
+                2 => match ext { Some(e) => vec![(items[e].0, &[0u8; 9][..])], None => vec![(absent, &[][..])] },
+                _ => vec![(k0, &v0[..v0.len().saturating_sub(1)])],
+            };
+            let same_len = refuse == 3 && v0.is_empty();
+            if !same_len {
+                proptest::prop_assert!(page.with_values_replaced(stamp, &bad, &buckets).is_none());
+            }
         }
     }
 
