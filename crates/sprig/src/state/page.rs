@@ -63,6 +63,7 @@ const KIND_EXTERNAL: u8 = 1;
 const ENTRY_KEY_BYTES: usize = 32;
 const INLINE_OVERHEAD_BYTES: usize = ENTRY_KEY_BYTES + 1 + 2;
 const EXTERNAL_ENTRY_BYTES: usize = ENTRY_KEY_BYTES + 1 + 8 + 8 + 32;
+const FLAGS_AT: usize = 5;
 const SEQ_AT: usize = 40;
 const COUNT_AT: usize = 48;
 const USED_AT: usize = 50;
@@ -710,7 +711,9 @@ impl Page {
         };
         w.put(&PAGE_MAGIC)?;
         let flags = if stamp.synced { FLAG_SYNCED_COMMIT } else { 0 };
-        w.put(&[PAGE_VERSION, flags])?;
+        w.put(&[PAGE_VERSION])?;
+        assert_eq!(w.at, FLAGS_AT, "page header layout");
+        w.put(&[flags])?;
         w.put(&prefix.len_u16().to_le_bytes())?;
         w.put(prefix.bits())?;
         assert_eq!(w.at, SEQ_AT, "page header layout");
@@ -775,23 +778,18 @@ impl Page {
         let stamp: Stamp = stamp.into();
         // Where each new value goes, all checked before anything is copied.
         let mut at = Vec::with_capacity(changes.len());
-        let mut from = 0;
         for (key, value) in changes {
-            let i = from + self.offsets.get(from..)?.binary_search_by(|o| self.key_at(*o).cmp(key)).ok()?;
-            from = i + 1;
-            let offset = usize::from(*self.offsets.get(i)?);
-            let kind_at = offset + ENTRY_KEY_BYTES;
-            let len_bytes: [u8; 2] = self.bytes.get(kind_at + 1..kind_at + 3)?.try_into().ok()?;
-            if self.bytes.get(kind_at) != Some(&KIND_INLINE)
-                || usize::from(u16::from_le_bytes(len_bytes)) != value.len()
-            {
-                return None;
+            let offset = *self.offsets.get(self.search(key).ok()?)?;
+            match self.entry_at(offset).value {
+                ValueRef::Inline(old) if old.len() == value.len() => {
+                    at.push(usize::from(offset) + INLINE_OVERHEAD_BYTES);
+                }
+                _ => return None,
             }
-            at.push(kind_at + 3);
         }
         let mut block: Box<[u8; BLOCK_BYTES]> = self.bytes.clone();
         let flags = if stamp.synced { FLAG_SYNCED_COMMIT } else { 0 };
-        block.get_mut(5).map(|f| *f = flags)?;
+        *block.get_mut(FLAGS_AT)? = flags;
         block.get_mut(SEQ_AT..COUNT_AT)?.copy_from_slice(&stamp.seq.to_le_bytes());
         for (slot, node) in block
             .get_mut(BUCKETS_AT..PAGE_HEADER_BYTES)?

@@ -116,16 +116,13 @@ fn rewrite_region(
     // Every change replaces an inline value by one of the same length (balances, counters):
     // the page is patched, not listed, merged and encoded again.
     if let (Some(page), Some(b)) = (&work.page, &buckets) {
+        // A region's page is at the region's position (checked when it was decoded).
+        debug_assert_eq!(page.prefix(), &work.prefix);
         let replacements: Option<Vec<(KeyPath, &[u8])>> = changes
             .iter()
-            .map(|(k, v)| match v {
-                Some(v) if v.len() <= MAX_INLINE_VALUE_BYTES => Some((*k, v.as_slice())),
-                _ => None,
-            })
+            .map(|(k, v)| v.as_deref().map(|v| (*k, v)))
             .collect();
-        let patched = replacements
-            .filter(|_| *page.prefix() == work.prefix)
-            .and_then(|r| page.with_values_replaced(stamp, &r, b));
+        let patched = replacements.and_then(|r| page.with_values_replaced(stamp, &r, b));
         if let Some(patched) = patched {
             // Debug builds only, as below.
             debug_assert_eq!(patched.node(hasher), node);
