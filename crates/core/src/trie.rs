@@ -319,17 +319,40 @@ pub fn root_of(hasher: Hasher, entries: &[(KeyPath, ValueHash)]) -> Node {
 /// assert_eq!(internal_nodes_to_update(0, &[a, b, c], &[a, b]), 2); // shared nodes count once
 /// ```
 pub fn internal_nodes_to_update(depth: usize, after: &[KeyPath], changed: &[KeyPath]) -> u64 {
-    let lcp = |i: usize, j: usize| match (after.get(i), after.get(j)) {
+    internal_nodes_to_update_in(depth, after.len(), |i| after.get(i), changed.iter())
+}
+
+/// [`internal_nodes_to_update`] over `len` sorted keys read through `get` (e.g. a page's
+/// entries where they lie, without listing them; `None` from `len` on), for the sorted
+/// `changed` keys.
+pub fn internal_nodes_to_update_in<'a, 'k>(
+    depth: usize,
+    len: usize,
+    get: impl Fn(usize) -> Option<&'a KeyPath>,
+    changed: impl IntoIterator<Item = &'k KeyPath>,
+) -> u64 {
+    let lcp = |i: usize, j: usize| match (get(i), get(j)) {
         (Some(a), Some(b)) => Some(shared_prefix_bits(a, b)),
         _ => None,
     };
     let mut total = 0u64;
     let mut previous: Option<&KeyPath> = None;
     for key in changed {
-        let at = after.partition_point(|k| k < key);
-        let with = |j: usize| after.get(j).map(|k| shared_prefix_bits(k, key));
+        // The first of the sorted keys not below `key` (a bisection, as a slice's
+        // `partition_point`).
+        let (mut lo, mut hi) = (0usize, len);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if get(mid).is_some_and(|k| k < key) {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        let at = lo;
+        let with = |j: usize| get(j).map(|k| shared_prefix_bits(k, key));
         // The deepest position on `key`'s path with two or more entries below.
-        let deepest = if after.get(at) == Some(key) {
+        let deepest = if get(at) == Some(key) {
             let before = at.checked_sub(1).and_then(with);
             before.max(with(at + 1))
         } else {

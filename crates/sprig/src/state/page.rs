@@ -23,6 +23,7 @@ use sprig_core::trie::{
     TERMINATOR,
 };
 use sprig_core::Hasher;
+use std::ops::Range;
 
 /// Magic bytes at the start of every page.
 pub const PAGE_MAGIC: [u8; 4] = *b"SPPG";
@@ -608,6 +609,9 @@ impl Page {
     /// and bucket nodes after `changes` (new value hash, or `None` to delete), hashing only the
     /// touched buckets. Keys and changes are sorted, under the page's prefix, and every
     /// changed key is in `keys`.
+    ///
+    /// The walk reads the entries where they lie: only the touched buckets' entries are
+    /// decoded (their values hashed for their leaves), nothing is listed.
     pub fn prove_and_update(
         &self,
         hasher: Hasher,
@@ -615,30 +619,33 @@ impl Page {
         changes: &[(KeyPath, Option<ValueHash>)],
         out: &mut Vec<ProofNode>,
     ) -> (Node, Buckets) {
-        self.prove_and_update_items(hasher, &self.items(), keys, changes, out)
-    }
-
-    /// [`Page::prove_and_update`] with the page's entries already listed (`items`, as
-    /// [`Page::items`] returns them): a commit lists them once for the update and the rebuild.
-    pub fn prove_and_update_items(
-        &self,
-        hasher: Hasher,
-        items: &[(KeyPath, ValueRef<'_>)],
-        keys: &[KeyPath],
-        changes: &[(KeyPath, Option<ValueHash>)],
-        out: &mut Vec<ProofNode>,
-    ) -> (Node, Buckets) {
-        debug_assert_eq!(items.len(), self.len(), "the items of another page");
         let depth = self.prefix.depth();
+        let buckets = self.buckets();
         let mut walk = BucketWalk {
+            page: self,
             hasher,
             depth,
             bits: bucket_bits(depth),
-            tree: bucket_tree(hasher, depth, &self.buckets()),
-            buckets: self.buckets(),
+            tree: bucket_tree(hasher, depth, &buckets),
+            buckets,
         };
-        let node = walk.visit(0, 0, items, keys, changes, out);
+        let node = walk.visit(0, 0, 0..self.len(), keys, changes, out);
         (node, walk.buckets)
+    }
+
+    /// The internal nodes that changing `changed` (sorted, under the page's prefix) hashes at
+    /// the least, when the page's entries are the keys after the change (as
+    /// [`sprig_core::trie::internal_nodes_to_update`], reading the keys where they lie).
+    pub fn internal_nodes_to_update<'k>(
+        &self,
+        changed: impl IntoIterator<Item = &'k KeyPath>,
+    ) -> u64 {
+        sprig_core::trie::internal_nodes_to_update_in(
+            self.prefix.depth(),
+            self.len(),
+            |i| self.offsets.get(i).map(|o| self.key_at(*o)),
+            changed,
+        )
     }
 
     /// The path proof of `key` below the page's position.
@@ -877,7 +884,8 @@ impl Writer<'_> {
 }
 
 /// The walk of [`Page::prove_and_update`] down the bucket tree.
-struct BucketWalk {
+struct BucketWalk<'p> {
+    page: &'p Page,
     hasher: Hasher,
     depth: usize,
     bits: usize,
@@ -885,13 +893,14 @@ struct BucketWalk {
     buckets: Buckets,
 }
 
-impl BucketWalk {
-    /// Visit position `index` at `level` levels below the page, holding `items`.
+impl BucketWalk<'_> {
+    /// Visit position `index` at `level` levels below the page, holding the page's entries
+    /// `entries` (indices in key order).
     fn visit(
         &mut self,
         level: usize,
         index: usize,
-        items: &[(KeyPath, ValueRef<'_>)],
+        entries: Range<usize>,
         keys: &[KeyPath],
         changes: &[(KeyPath, Option<ValueHash>)],
         out: &mut Vec<ProofNode>,
@@ -908,9 +917,14 @@ impl BucketWalk {
             });
             return node;
         }
-        if level == self.bits || items.len() <= 1 {
-            let leaves: Vec<(KeyPath, ValueHash)> =
-                items.iter().map(|(k, v)| (*k, v.hash(h))).collect();
+        if level == self.bits || entries.len() <= 1 {
+            let leaves: Vec<(KeyPath, ValueHash)> = self.page.offsets[entries]
+                .iter()
+                .map(|o| {
+                    let e = self.page.entry_at(*o);
+                    (*e.key, e.value.hash(h))
+                })
+                .collect();
             let node = prove_and_update(h, d, &leaves, keys, changes, out);
             if level == self.bits {
                 self.buckets[index] = node;
@@ -920,13 +934,15 @@ impl BucketWalk {
             return node;
         }
         out.push(ProofNode::Internal);
-        let e = items.partition_point(|(k, _)| !bit_at(k, d));
+        let e = entries.start
+            + self.page.offsets[entries.clone()]
+                .partition_point(|o| !bit_at(self.page.key_at(*o), d));
         let k = keys.partition_point(|k| !bit_at(k, d));
         let c = changes.partition_point(|(k, _)| !bit_at(k, d));
         let l = self.visit(
             level + 1,
             2 * index,
-            &items[..e],
+            entries.start..e,
             &keys[..k],
             &changes[..c],
             out,
@@ -934,7 +950,7 @@ impl BucketWalk {
         let r = self.visit(
             level + 1,
             2 * index + 1,
-            &items[e..],
+            e..entries.end,
             &keys[k..],
             &changes[c..],
             out,

@@ -14,7 +14,7 @@ use crate::state::page::{
 use crate::state::prefix::Prefix;
 use crate::stats::ReadKind;
 use sprig_core::proof::{prove_and_update, ProofNode};
-use sprig_core::trie::{internal_nodes_to_update, shared_prefix_bits, KeyPath, Node, ValueHash};
+use sprig_core::trie::{internal_nodes_to_update_in, shared_prefix_bits, KeyPath, Node, ValueHash};
 use sprig_core::Hasher;
 use std::ops::Range;
 use std::sync::Arc;
@@ -81,13 +81,13 @@ fn rewrite_region(
         .iter()
         .map(|(k, v)| (*k, v.as_ref().map(|v| hasher.hash_value(v))))
         .collect();
-    let mut proof = Vec::new();
-    // The page's entries, listed once: for the update walk and, if it changes, the rebuild.
-    let old_items = work.page.as_ref().map(|p| p.items()).unwrap_or_default();
+    // About ten proof nodes per key in a page (the bucket levels and a few below): sized
+    // once instead of grown by doubling, up to the keys a page holds (a region without a
+    // page may take a whole bulk-sized batch; its proof grows as it needs).
+    let mut proof = Vec::with_capacity(8 + 10 * keys.len().min(64));
     let (node, buckets) = match &work.page {
         Some(page) => {
-            let (node, buckets) =
-                page.prove_and_update_items(hasher, &old_items, keys, &change_hashes, &mut proof);
+            let (node, buckets) = page.prove_and_update(hasher, keys, &change_hashes, &mut proof);
             (node, Some(buckets))
         }
         None => {
@@ -132,10 +132,14 @@ fn rewrite_region(
                 splits: 0,
                 freed: Vec::new(),
                 freed_unwritten: Vec::new(),
-                hashes_needed: hashes_needed(work.prefix, &old_items, changes),
+                // The same keys before and after: the page's.
+                hashes_needed: page.internal_nodes_to_update(changes.iter().map(|(k, _)| k))
+                    + hashes_written(changes),
             });
         }
     }
+    // The page's entries, listed for the merge with the changes.
+    let old_items = work.page.as_ref().map(|p| p.items()).unwrap_or_default();
 
     // The region's new entries: old ones merged with the changes.
     let mut items: Vec<(KeyPath, ValueRef<'_>)> =
@@ -206,18 +210,24 @@ fn rewrite_region(
 }
 
 /// The hashes `changes` need at the least below `prefix`, whose entries are now `items`:
-/// the internal nodes on their paths, and a leaf hash and the value's hash blocks (64 bytes
-/// each) per written key.
+/// the internal nodes on their paths, and [`hashes_written`].
 fn hashes_needed(prefix: Prefix, items: &[(KeyPath, ValueRef<'_>)], changes: &[Change]) -> u64 {
-    let after: Vec<KeyPath> = items.iter().map(|(k, _)| *k).collect();
-    let changed: Vec<KeyPath> = changes.iter().map(|(k, _)| *k).collect();
-    let internal = internal_nodes_to_update(prefix.depth(), &after, &changed);
-    let written: u64 = changes
+    let internal = internal_nodes_to_update_in(
+        prefix.depth(),
+        items.len(),
+        |i| items.get(i).map(|(k, _)| k),
+        changes.iter().map(|(k, _)| k),
+    );
+    internal + hashes_written(changes)
+}
+
+/// A leaf hash and the value's hash blocks (64 bytes each) per written key.
+fn hashes_written(changes: &[Change]) -> u64 {
+    changes
         .iter()
         .filter_map(|(_, v)| v.as_ref())
         .map(|v| 1 + v.len().div_ceil(64).max(1) as u64)
-        .sum();
-    internal + written
+        .sum()
 }
 
 /// The directory levels above the changed regions (sorted, disjoint): the branches on their
