@@ -271,23 +271,21 @@ pub fn compute_buckets(hasher: Hasher, depth: usize, leaves: &[(KeyPath, ValueHa
     buckets
 }
 
-/// The nodes of the tree over a page's buckets, heap-ordered: index `(1 << level) + i` is the
-/// node at `level` levels below the page, position `i`; the page's own node is index 1.
-fn bucket_tree(hasher: Hasher, depth: usize, buckets: &Buckets) -> [Node; 2 * BUCKETS] {
-    let bits = bucket_bits(depth);
-    let mut tree = [TERMINATOR; 2 * BUCKETS];
-    for (i, b) in buckets.iter().enumerate().take(1 << bits) {
-        tree[(1 << bits) + i] = *b;
+/// The node at `level` levels below a page whose buckets sit `bits` levels below it, at
+/// position `index` of that level: the fold of the bucket nodes under it (as many hashes as
+/// it has internal nodes, none at the bucket level).
+fn fold_under(hasher: Hasher, bits: usize, buckets: &Buckets, level: usize, index: usize) -> Node {
+    if level >= bits {
+        return buckets.get(index).copied().unwrap_or(TERMINATOR);
     }
-    for idx in (1..(1 << bits)).rev() {
-        tree[idx] = parent(hasher, &tree[2 * idx], &tree[2 * idx + 1]);
-    }
-    tree
+    let l = fold_under(hasher, bits, buckets, level + 1, 2 * index);
+    let r = fold_under(hasher, bits, buckets, level + 1, 2 * index + 1);
+    parent(hasher, &l, &r)
 }
 
 /// The node of a page at `depth` with these bucket nodes.
 pub fn fold_buckets(hasher: Hasher, depth: usize, buckets: &Buckets) -> Node {
-    bucket_tree(hasher, depth, buckets)[1]
+    fold_under(hasher, bucket_bits(depth), buckets, 0, 0)
 }
 
 struct Cursor<'a> {
@@ -626,7 +624,6 @@ impl Page {
             hasher,
             depth,
             bits: bucket_bits(depth),
-            tree: bucket_tree(hasher, depth, &buckets),
             buckets,
         };
         let node = walk.visit(0, 0, 0..self.len(), keys, changes, out);
@@ -652,11 +649,11 @@ impl Page {
     pub fn path_proof_below(&self, hasher: Hasher, key: &KeyPath) -> PathProof {
         let depth = self.prefix.depth();
         let bits = bucket_bits(depth);
-        let tree = bucket_tree(hasher, depth, &self.buckets());
+        let buckets = self.buckets();
         let items = self.items();
         let mut here: &[(KeyPath, ValueRef<'_>)] = &items;
         let mut siblings = Vec::new();
-        let mut index = 1usize;
+        let mut index = 0usize;
         for level in 0..bits {
             if here.len() <= 1 {
                 break;
@@ -664,7 +661,13 @@ impl Page {
             let d = depth + level;
             let split = here.partition_point(|(k, _)| !bit_at(k, d));
             let right = bit_at(key, d);
-            siblings.push(tree[2 * index + usize::from(!right)]);
+            siblings.push(fold_under(
+                hasher,
+                bits,
+                &buckets,
+                level + 1,
+                2 * index + usize::from(!right),
+            ));
             here = if right {
                 &here[split..]
             } else {
@@ -889,7 +892,7 @@ struct BucketWalk<'p> {
     hasher: Hasher,
     depth: usize,
     bits: usize,
-    tree: [Node; 2 * BUCKETS],
+    /// The stored bucket nodes, then the new ones of the buckets visited.
     buckets: Buckets,
 }
 
@@ -908,8 +911,10 @@ impl BucketWalk<'_> {
         let h = self.hasher;
         let d = self.depth + level;
         if keys.is_empty() {
-            // No key enters: the stored node stands, as proof sibling and as new node.
-            let node = self.tree[(1 << level) + index];
+            // No key enters: the stored node stands, as proof sibling and as new node. Its
+            // buckets are unchanged (only visited ones are rewritten), so it is their fold,
+            // hashed here: a walk hashes only the siblings of its paths, not the whole tree.
+            let node = fold_under(h, self.bits, &self.buckets, level, index);
             out.push(if node == TERMINATOR {
                 ProofNode::Terminator
             } else {
