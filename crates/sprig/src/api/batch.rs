@@ -18,7 +18,8 @@ use crate::stats::ReadKind;
 use crate::write::cores::{both, map_on_cores};
 use crate::write::engine::Inner;
 use crate::write::rewrite::{
-    branches_above, merge_sparse, rewrite_regions, RegionWork, PARALLEL_MIN_REGIONS,
+    branches_above, merge_sparse, rewrite_regions, rewrite_regions_loading, RegionWork,
+    PARALLEL_MIN_REGIONS,
 };
 use crate::write::{Change, Region};
 use sprig_core::proof::ProofNode;
@@ -534,6 +535,27 @@ impl WriteBatch {
 
     /// [`WriteBatch::prefetch_in`], returning the region (in the base version) of each key.
     fn prefetch_located(&mut self, table: &Table, keys: &[KeyPath]) -> Result<Vec<Prefix>> {
+        let (located, wanted, found) = self.locate(table, keys)?;
+        let loaded = self.inner.load_pages(&wanted, ReadKind::Batch)?;
+        let t = self.tables.entry(table.id).or_default();
+        for ((prefix, _), page) in wanted.into_iter().zip(loaded) {
+            t.pages.insert(prefix, page);
+        }
+        // Only now, with their pages loaded, are these keys' regions known to be in memory.
+        t.located.reserve(found.len());
+        t.located.extend(found);
+        Ok(located)
+    }
+
+    /// The region (in the base version) of each key; the pages of those regions the batch has
+    /// not loaded yet, each once; and the keys located here for the first time, with their
+    /// regions.
+    #[allow(clippy::type_complexity)]
+    fn locate(
+        &mut self,
+        table: &Table,
+        keys: &[KeyPath],
+    ) -> Result<(Vec<Prefix>, Vec<(Prefix, PageRef)>, Vec<(KeyPath, Prefix)>)> {
         let dir = table.dir(&self.base.tables)?;
         let t = self.tables.entry(table.id).or_default();
         let mut wanted: Vec<(Prefix, PageRef)> = Vec::new();
@@ -563,14 +585,7 @@ impl WriteBatch {
                 }
             }
         }
-        let loaded = self.inner.load_pages(&wanted, ReadKind::Batch)?;
-        for ((prefix, _), page) in wanted.into_iter().zip(loaded) {
-            t.pages.insert(prefix, page);
-        }
-        // Only now, with their pages loaded, are these keys' regions known to be in memory.
-        t.located.reserve(found.len());
-        t.located.extend(found);
-        Ok(located)
+        Ok((located, wanted, found))
     }
 
     /// Apply the batch in memory: an overlay with the new roots, and the witness of every key
@@ -670,7 +685,19 @@ impl WriteBatch {
             k
         };
         // Each key's region, found once (the loads and the cut into regions below use it).
-        let located = self.prefetch_located(table, &touched)?;
+        // Upserts resolve against the stored values, so with any (or few keys) the pages are
+        // loaded first; otherwise those still on the SSD are read while the regions whose
+        // pages are at hand are rewritten, and each of the others as soon as its page arrives.
+        let upserts = self
+            .tables
+            .get(&id)
+            .is_some_and(|t| t.changes.values().any(|op| matches!(op, Op::Upsert(_))));
+        let (located, unloaded) = if upserts || touched.len() < PARALLEL_MIN_REGIONS {
+            (self.prefetch_located(table, &touched)?, HashMap::new())
+        } else {
+            let (located, wanted, _) = self.locate(table, &touched)?;
+            (located, wanted.into_iter().collect::<HashMap<_, _>>())
+        };
         let ops = self
             .tables
             .get_mut(&id)
@@ -703,13 +730,18 @@ impl WriteBatch {
             .map(|t| std::mem::take(&mut t.pages))
             .unwrap_or_default();
 
-        // Cut the (sorted) keys and changes into runs, one per region they fall in.
+        // Cut the (sorted) keys and changes into runs, one per region they fall in; the
+        // regions whose pages are not loaded yet are pending.
         let mut works: Vec<RegionWork> = Vec::new();
+        let mut pending: Vec<(usize, Prefix, PageRef)> = Vec::new();
         let mut c = 0usize;
         let mut k = 0usize;
         while let Some(prefix) = located.get(k).copied() {
             let k_end = k + touched[k..].partition_point(|key| prefix.contains(key));
             let c_end = c + changes[c..].partition_point(|(key, _)| prefix.contains(key));
+            if let Some(r) = unloaded.get(&prefix) {
+                pending.push((works.len(), prefix, r.clone()));
+            }
             works.push(RegionWork {
                 prefix,
                 page: pages.get(&prefix).cloned(),
@@ -719,8 +751,20 @@ impl WriteBatch {
             k = k_end;
             c = c_end;
         }
-        let rewritten =
-            rewrite_regions(base_dir.arena(), hasher, stamp, &works, &touched, &changes)?;
+        let arena = base_dir.arena();
+        let rewritten = if pending.is_empty() {
+            rewrite_regions(arena, hasher, stamp, &works, &touched, &changes)?
+        } else {
+            rewrite_regions_loading(
+                &self.inner,
+                arena,
+                stamp,
+                &works,
+                &pending,
+                &touched,
+                &changes,
+            )?
+        };
 
         // The proof nodes below each region, in key order (the order the witness's walk
         // reaches the regions in), and how many there are.

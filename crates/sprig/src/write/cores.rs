@@ -1,8 +1,11 @@
 //! Work spread over the cores: how many this process may use (asked once), an ordered map of a
-//! slice over all of them, and two independent computations side by side, for the parts of a
-//! batch and a commit that share nothing (rewriting regions, finding values in loaded pages,
-//! the witness beside the new directory).
+//! slice over all of them, two independent computations side by side, and work handed to
+//! helper cores piece by piece as it becomes ready, for the parts of a batch and a commit that
+//! share nothing (rewriting regions, also while their pages arrive from the SSD; finding values
+//! in loaded pages; the witness beside the new directory).
 
+use parking_lot::{Condvar, Mutex};
+use std::collections::VecDeque;
 use std::sync::OnceLock;
 
 /// The cores this process may use, asked once (the answer reads files under `/proc` and
@@ -66,6 +69,119 @@ pub(crate) fn both<A: Send, B>(
     })
 }
 
+/// The indices handed out and not taken yet, and whether more may come.
+#[derive(Default)]
+struct Fed {
+    ready: VecDeque<usize>,
+    closed: bool,
+}
+
+/// A queue of ready indices shared by the feeding thread and the helpers.
+#[derive(Default)]
+struct FedQueue {
+    state: Mutex<Fed>,
+    more: Condvar,
+}
+
+impl FedQueue {
+    fn push(&self, i: usize) {
+        self.state.lock().ready.push_back(i);
+        self.more.notify_one();
+    }
+
+    fn close(&self) {
+        self.state.lock().closed = true;
+        self.more.notify_all();
+    }
+
+    /// The next ready index; waits while none is ready and more may come.
+    fn take(&self) -> Option<usize> {
+        let mut state = self.state.lock();
+        loop {
+            if let Some(i) = state.ready.pop_front() {
+                return Some(i);
+            }
+            if state.closed {
+                return None;
+            }
+            self.more.wait(&mut state);
+        }
+    }
+}
+
+/// Closes the queue when the feeding ends, also by a panic (helpers would wait forever).
+struct CloseOnDrop<'q>(&'q FedQueue);
+
+impl Drop for CloseOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.close();
+    }
+}
+
+/// `f` of every index `feed` hands out (each at most once, all below `n`), run on the other
+/// cores while `feed` runs on the calling thread, which joins them once `feed` returns: for
+/// work that becomes ready piece by piece, such as regions whose pages arrive from the SSD.
+/// Returns `feed`'s result and each index's `f` (`None` for an index never handed out). On
+/// one core every `f` runs on the calling thread after `feed`. A panic in a helper is resumed
+/// on the calling thread; an index handed out twice is a broken invariant (a panic).
+pub(crate) fn as_fed<X, R: Send>(
+    n: usize,
+    feed: impl FnOnce(&mut dyn FnMut(usize)) -> X,
+    f: impl Fn(usize) -> R + Sync,
+) -> (X, Vec<Option<R>>) {
+    let mut out: Vec<Option<R>> = (0..n).map(|_| None).collect();
+    let mut put = |i: usize, r: R| match out.get_mut(i) {
+        Some(slot @ None) => *slot = Some(r),
+        Some(Some(_)) => panic!("invariant broken: index {i} handed out twice"),
+        None => panic!("invariant broken: index {i} handed out of {n}"),
+    };
+    let helpers = cores().saturating_sub(1);
+    if helpers == 0 {
+        let mut ready = Vec::new();
+        let x = feed(&mut |i| ready.push(i));
+        for i in ready {
+            put(i, f(i));
+        }
+        return (x, out);
+    }
+    let queue = FedQueue::default();
+    let f = &f;
+    let queue = &queue;
+    let (x, done) = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..helpers)
+            .map(|_| {
+                s.spawn(move || {
+                    let mut done = Vec::new();
+                    while let Some(i) = queue.take() {
+                        done.push((i, f(i)));
+                    }
+                    done
+                })
+            })
+            .collect();
+        let x = {
+            let _close = CloseOnDrop(queue);
+            feed(&mut |i| queue.push(i))
+        };
+        // Fed: the calling thread helps with what is left.
+        let mut done = Vec::new();
+        while let Some(i) = queue.take() {
+            done.push((i, f(i)));
+        }
+        for h in handles {
+            match h.join() {
+                Ok(part) => done.extend(part),
+                Err(panic) => std::panic::resume_unwind(panic),
+            }
+        }
+        (x, done)
+    });
+    for (i, r) in done {
+        put(i, r);
+    }
+    (x, out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -90,6 +206,59 @@ mod tests {
         }
         let caught = std::panic::catch_unwind(|| both(true, || panic!("in a"), || 1));
         assert!(caught.is_err());
+    }
+
+    #[test]
+    fn fed_work_runs_each_index_once_whatever_the_order() {
+        for n in [0usize, 1, 2, 100, 1000] {
+            // Handed out in a scrambled order, some not at all, with pauses between.
+            let order: Vec<usize> = (0..n).map(|i| (i * 7919) % n.max(1)).collect();
+            let skipped = |i: usize| i % 10 == 3;
+            let (fed, out) = as_fed(
+                n,
+                |push| {
+                    let mut count = 0;
+                    for &i in order.iter().filter(|i| !skipped(**i)) {
+                        if i % 97 == 0 {
+                            std::thread::sleep(std::time::Duration::from_millis(1));
+                        }
+                        push(i);
+                        count += 1;
+                    }
+                    count
+                },
+                |i| i * 3,
+            );
+            assert_eq!(fed, (0..n).filter(|i| !skipped(*i)).count(), "{n}");
+            for (i, r) in out.iter().enumerate() {
+                assert_eq!(*r, (!skipped(i)).then_some(i * 3), "{n}: index {i}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_panic_while_feeding_or_in_fed_work_reaches_the_caller() {
+        let feeding = std::panic::catch_unwind(|| {
+            as_fed(
+                10,
+                |push| {
+                    push(1);
+                    panic!("while feeding")
+                },
+                |i| i,
+            )
+        });
+        assert!(feeding.is_err());
+        let working = std::panic::catch_unwind(|| {
+            as_fed(
+                10,
+                |push| (0..10).for_each(push),
+                |i| assert!(i != 7, "index 7"),
+            )
+        });
+        assert!(working.is_err());
+        let twice = std::panic::catch_unwind(|| as_fed(3, |push| (0..4).for_each(|i| push(i % 3)), |i| i));
+        assert!(twice.is_err());
     }
 
     #[test]

@@ -38,16 +38,39 @@ impl Inner {
         fill_cache: bool,
     ) -> Result<Vec<Arc<Page>>> {
         let mut out: Vec<Option<Arc<Page>>> = vec![None; wanted.len()];
+        self.load_pages_each(wanted, kind, fill_cache, &mut |i, page| {
+            let slot = out
+                .get_mut(i)
+                .ok_or_else(|| Error::internal("a page loaded for no request"))?;
+            *slot = Some(page);
+            Ok(())
+        })?;
+        out.into_iter()
+            .map(|p| p.ok_or_else(|| Error::internal("a page asked for was not loaded")))
+            .collect()
+    }
+
+    /// Load the pages of the given regions as [`Inner::load_pages_with`] does, handing each
+    /// (with its index in `wanted`) to `loaded` as soon as it is in memory: those in memory or
+    /// the cache first, then each read from the SSD as it arrives, while the rest are in
+    /// flight. Fails with the first error of a read, a check or `loaded`.
+    pub fn load_pages_each(
+        &self,
+        wanted: &[(Prefix, PageRef)],
+        kind: ReadKind,
+        fill_cache: bool,
+        loaded: &mut dyn FnMut(usize, Arc<Page>) -> Result<()>,
+    ) -> Result<()> {
         let mut misses = Vec::new();
         let mut hits = 0u64;
         for (i, (prefix, r)) in wanted.iter().enumerate() {
             match &r.loc {
                 PageLoc::Memory(m) => match (m.page(), m.written()) {
-                    (Some(p), _) => out[i] = Some(p),
+                    (Some(p), _) => loaded(i, p)?,
                     (None, Some((l, checksum))) => match self.cache.get(l) {
                         Some(p) => {
                             hits += 1;
-                            out[i] = Some(p);
+                            loaded(i, p)?;
                         }
                         None => misses.push((i, (l, checksum, *prefix))),
                     },
@@ -60,7 +83,7 @@ impl Inner {
                 PageLoc::Disk(l) => match self.cache.get(*l) {
                     Some(p) => {
                         hits += 1;
-                        out[i] = Some(p);
+                        loaded(i, p)?;
                     }
                     None => misses.push((i, (*l, r.checksum, *prefix))),
                 },
@@ -79,18 +102,12 @@ impl Inner {
                 if fill_cache {
                     evicted.extend(self.cache.insert(*l, page.clone()));
                 }
-                let slot = out
-                    .get_mut(*i)
-                    .ok_or_else(|| Error::internal("a page loaded for no request"))?;
-                *slot = Some(page);
-                Ok(())
+                loaded(*i, page)
             })?;
             self.drop_pages(evicted);
             self.counters.page_reads(kind, requests.len() as u64);
         }
-        out.into_iter()
-            .map(|p| p.ok_or_else(|| Error::internal("a page asked for was not loaded")))
-            .collect()
+        Ok(())
     }
 
     /// The bytes of a value of table `table` as seen from `version` (whose overlays may hold

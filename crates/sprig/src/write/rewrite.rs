@@ -3,7 +3,7 @@
 //! overflows and splits); and the merge of sparse regions afterwards.
 
 use super::{Change, Region};
-use crate::write::cores::map_on_cores;
+use crate::write::cores::{as_fed, map_on_cores};
 use crate::write::engine::Inner;
 use crate::state::directory::{Arena, Directory, MemoryPage, PageLoc, PageRef, Subtree};
 use crate::error::{Error, Result};
@@ -65,6 +65,72 @@ pub(crate) fn rewrite_regions(
     })
     .into_iter()
     .collect()
+}
+
+/// Rewrite every region while the pages of `pending` load: `pending` lists the regions (by
+/// index in `works`, whose `page` they leave `None`) whose pages are not in memory yet, with
+/// where they are. Regions whose pages are at hand are rewritten on the other cores at once,
+/// the others as soon as their page arrives, while the calling thread keeps the reads in
+/// flight and decodes them: the rewrites overlap the reads instead of waiting for the last.
+pub(crate) fn rewrite_regions_loading(
+    inner: &Inner,
+    arena: &Arc<Arena>,
+    stamp: Stamp,
+    works: &[RegionWork],
+    pending: &[(usize, Prefix, PageRef)],
+    keys: &[KeyPath],
+    changes: &[Change],
+) -> Result<Vec<Rewritten>> {
+    let loaded: Vec<std::sync::OnceLock<Arc<Page>>> =
+        works.iter().map(|_| std::sync::OnceLock::new()).collect();
+    let mut is_pending = vec![false; works.len()];
+    for (w, _, _) in pending {
+        match is_pending.get_mut(*w) {
+            Some(p) => *p = true,
+            None => return Err(Error::internal("a pending page of no region")),
+        }
+    }
+    let wanted: Vec<(Prefix, PageRef)> = pending.iter().map(|(_, p, r)| (*p, r.clone())).collect();
+    let (load, rewritten) = as_fed(
+        works.len(),
+        |ready| {
+            for (w, p) in is_pending.iter().enumerate() {
+                if !p {
+                    ready(w);
+                }
+            }
+            inner.load_pages_each(&wanted, ReadKind::Batch, true, &mut |j, page| {
+                let (w, _, _) = pending
+                    .get(j)
+                    .ok_or_else(|| Error::internal("a page loaded for no request"))?;
+                loaded
+                    .get(*w)
+                    .and_then(|slot| slot.set(page).ok())
+                    .ok_or_else(|| Error::internal("a region's page loaded twice"))?;
+                ready(*w);
+                Ok(())
+            })
+        },
+        |w| {
+            let work = works.get(w)?;
+            let page = match loaded.get(w).and_then(|slot| slot.get()) {
+                Some(page) => Some(page.clone()),
+                None => work.page.clone(),
+            };
+            let work = RegionWork {
+                prefix: work.prefix,
+                page,
+                keys: work.keys.clone(),
+                changes: work.changes.clone(),
+            };
+            Some(rewrite_region(arena, inner.hasher, stamp, &work, keys, changes))
+        },
+    );
+    load?;
+    rewritten
+        .into_iter()
+        .map(|r| r.flatten().unwrap_or_else(|| Err(Error::internal("a region was not rewritten"))))
+        .collect()
 }
 
 fn rewrite_region(
