@@ -176,6 +176,72 @@ fn load_keys(db: &Db, n: u32) -> Vec<KeyPath> {
 }
 
 /// The next number of a linear congruential sequence (the tests' cheap, seeded randomness).
+/// A commit that writes a few pages moves a bounded number of live pages (4 per block it
+/// writes, at least 1,024), however full the victim segments are: a big victim drains over
+/// several commits instead of stalling one (before, a commit moved every live page of up to
+/// four victims, here whole 16 MiB segments). Disk use stays within the bound give or take a
+/// segment while victims drain, and no value or root changes.
+#[test]
+fn big_victims_drain_over_commits_in_bounded_steps() {
+    const BUDGET: u64 = 1024;
+    let dir = tempfile::tempdir().unwrap();
+    let options = Options {
+        segment_bytes: 16 << 20,
+        page_cache_bytes: 4 << 20,
+        ..Options::default()
+    };
+    let db = Db::open(dir.path(), options.clone()).unwrap();
+    let mut model = ReferenceModel::new(db.hasher());
+    let keys: Vec<KeyPath> = (0..200_000u32)
+        .map(|i| db.key_path(&i.to_le_bytes()))
+        .collect();
+    let mut b = db.begin();
+    for (i, k) in keys.iter().enumerate() {
+        let v = (i as u64).to_le_bytes().to_vec();
+        b.put(*k, v.clone()).unwrap();
+        model.insert(*k, v);
+    }
+    db.commit(b.finish().unwrap()).unwrap();
+    let mut state = 3u64;
+    let (mut most, mut at_budget, mut worst_amp) = (0u64, 0usize, 0f64);
+    for _ in 0..400 {
+        let mut b = db.begin();
+        for _ in 0..100 {
+            let r = next(&mut state);
+            let k = keys[(r >> 33) as usize % keys.len()];
+            let v = r.to_le_bytes().to_vec();
+            b.put(k, v.clone()).unwrap();
+            model.insert(k, v);
+        }
+        let info = db.commit(b.finish().unwrap()).unwrap();
+        // About 100 pages written: the budget is the floor.
+        assert!(info.pages_written <= 2 * 100 + BUDGET, "{info:?}");
+        most = most.max(info.pages_relocated);
+        at_budget += usize::from(info.pages_relocated == BUDGET);
+        worst_amp = worst_amp.max(db.stats().space_amplification());
+    }
+    let s = db.stats();
+    assert!(most <= BUDGET, "a commit moved {most} pages");
+    assert!(
+        at_budget >= 2,
+        "no victim drained in steps ({at_budget} commits at the budget): {s:?}"
+    );
+    assert!(s.segments_deleted > 0, "no segment was reclaimed: {s:?}");
+    let segment_share = (16u64 << 20) as f64 / s.live_bytes as f64;
+    assert!(
+        worst_amp <= 2.0 + segment_share,
+        "disk use reached {worst_amp:.2}x the live data (a segment is {segment_share:.2}x)"
+    );
+    assert_eq!(db.root(), model.root());
+    let values = db.view().get_many(&keys).unwrap();
+    for (k, v) in keys.iter().zip(values) {
+        assert_eq!(v.as_deref(), model.get(k));
+    }
+    drop(db);
+    let db = Db::open(dir.path(), options).unwrap();
+    assert_eq!(db.root(), model.root());
+}
+
 fn next(state: &mut u64) -> u64 {
     *state = state
         .wrapping_mul(6364136223846793005)

@@ -26,6 +26,14 @@ use std::sync::Arc;
 const MAX_VICTIMS_PER_COMMIT: usize = 4;
 /// The most live blocks copied by one commit (unless a single victim holds more).
 const MAX_BLOCKS_PER_COMMIT: u64 = 32 * 1024;
+/// An automatic clean moves at most this many live pages per block the commit itself writes
+/// (and at least [`MIN_PAGES_PER_COMMIT`]): draining the emptiest segments keeps pace with
+/// the garbage a commit makes while they are up to 80 % live, and a victim's pages spread over
+/// the next commits instead of stalling one (a victim is drained in steps: it stays the
+/// emptiest segment, so the next commit takes it again).
+const PAGES_PER_INCOMING_BLOCK: u64 = 4;
+/// The fewest live pages an automatic clean may move with one commit.
+const MIN_PAGES_PER_COMMIT: u64 = 1024;
 /// An explicit clean takes segments at most this full.
 const EXPLICIT_CLEAN_MAX_LIVE_RATIO: f64 = 0.5;
 
@@ -169,10 +177,17 @@ impl Inner {
         let mut wanted: BTreeMap<(TableId, Prefix), (PageRef, Arc<Page>)> = BTreeMap::new();
         let mut pages: Vec<(u64, Arc<Page>)> = Vec::new();
         let mut misses: Vec<u64> = Vec::new();
+        let budget = match mode {
+            CleanMode::Auto => incoming
+                .saturating_mul(PAGES_PER_INCOMING_BLOCK)
+                .max(MIN_PAGES_PER_COMMIT),
+            CleanMode::Explicit => u64::MAX,
+        };
         for l in victims
             .iter()
             .flat_map(|v| table.live_page_locs(*v))
             .filter(|l| !superseded.contains(l))
+            .take(usize::try_from(budget).unwrap_or(usize::MAX))
         {
             match self.cache.get(l) {
                 Some(page) => pages.push((l, page)),
