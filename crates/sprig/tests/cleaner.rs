@@ -64,21 +64,13 @@ fn rounds_of_random_updates(retained: usize) -> (tempfile::TempDir, Db, Referenc
         ..Options::default()
     };
     let db = Db::open(dir.path(), options.clone()).unwrap();
-    let mut model = ReferenceModel::new(db.hasher());
-    let keys: Vec<KeyPath> = (0..60_000u32)
-        .map(|i| db.key_path(&i.to_le_bytes()))
-        .collect();
-    let mut b = db.begin();
-    for (i, k) in keys.iter().enumerate() {
-        let v = if i % 997 == 0 {
+    let (keys, mut model) = load(&db, 60_000, |i| {
+        if i % 997 == 0 {
             vec![7u8; 5000]
         } else {
             (i as u64).to_le_bytes().to_vec()
-        };
-        b.put(*k, v.clone()).unwrap();
-        model.insert(*k, v);
-    }
-    db.commit(b.finish().unwrap()).unwrap();
+        }
+    });
     let mut state = 1u64;
     for round in 0..10u64 {
         for _ in 0..4 {
@@ -191,17 +183,7 @@ fn big_victims_drain_over_commits_in_bounded_steps() {
         ..Options::default()
     };
     let db = Db::open(dir.path(), options.clone()).unwrap();
-    let mut model = ReferenceModel::new(db.hasher());
-    let keys: Vec<KeyPath> = (0..200_000u32)
-        .map(|i| db.key_path(&i.to_le_bytes()))
-        .collect();
-    let mut b = db.begin();
-    for (i, k) in keys.iter().enumerate() {
-        let v = (i as u64).to_le_bytes().to_vec();
-        b.put(*k, v.clone()).unwrap();
-        model.insert(*k, v);
-    }
-    db.commit(b.finish().unwrap()).unwrap();
+    let (keys, mut model) = load(&db, 200_000, |i| (i as u64).to_le_bytes().to_vec());
     let mut state = 3u64;
     let (mut most, mut at_budget, mut worst_amp) = (0u64, 0usize, 0f64);
     for _ in 0..400 {
@@ -240,6 +222,21 @@ fn big_victims_drain_over_commits_in_bounded_steps() {
     drop(db);
     let db = Db::open(dir.path(), options).unwrap();
     assert_eq!(db.root(), model.root());
+}
+
+/// One commit of `n` keys (the key paths of 0..n) with `value(i)` at key `i`; the keys and
+/// the model holding them.
+fn load(db: &Db, n: u32, value: impl Fn(usize) -> Vec<u8>) -> (Vec<KeyPath>, ReferenceModel) {
+    let mut model = ReferenceModel::new(db.hasher());
+    let keys: Vec<KeyPath> = (0..n).map(|i| db.key_path(&i.to_le_bytes())).collect();
+    let mut b = db.begin();
+    for (i, k) in keys.iter().enumerate() {
+        let v = value(i);
+        b.put(*k, v.clone()).unwrap();
+        model.insert(*k, v);
+    }
+    db.commit(b.finish().unwrap()).unwrap();
+    (keys, model)
 }
 
 fn next(state: &mut u64) -> u64 {
