@@ -33,7 +33,7 @@ const MAX_BLOCKS_PER_COMMIT: u64 = 32 * 1024;
 /// emptiest segment, so the next commit takes it again).
 const PAGES_PER_INCOMING_BLOCK: u64 = 4;
 /// The fewest live pages an automatic clean may move with one commit.
-const MIN_PAGES_PER_COMMIT: u64 = 1024;
+const MIN_PAGES_PER_COMMIT: u64 = 256;
 /// An explicit clean takes segments at most this full.
 const EXPLICIT_CLEAN_MAX_LIVE_RATIO: f64 = 0.5;
 
@@ -57,7 +57,8 @@ pub(crate) enum CleanMode {
 
 /// Choose victim segments: the emptiest sealed segments that still hold live data, enough
 /// that disk use stays within `max_amp` times the live data once `incoming` blocks are
-/// written (and the blocks they replace become garbage).
+/// written (and the blocks they replace become garbage); beyond the first, no more than
+/// `limit` live blocks in all.
 ///
 /// Segments up to `pinned` (read by an incremental union in progress or a named snapshot) are never victims:
 /// they cannot be deleted before the union ends, so copying their live data would only add.
@@ -67,6 +68,7 @@ fn choose_victims(
     incoming: u64,
     mode: CleanMode,
     pinned: Option<u32>,
+    limit: u64,
 ) -> Vec<u32> {
     // Segments without live data are about to be deleted: they do not count as used.
     let used: u64 = table
@@ -100,7 +102,7 @@ fn choose_victims(
             CleanMode::Auto => remaining_used > max_amp * live && ratio < 1.0,
             CleanMode::Explicit => ratio <= EXPLICIT_CLEAN_MAX_LIVE_RATIO,
         };
-        if !wanted || (!victims.is_empty() && moved + seg_live > MAX_BLOCKS_PER_COMMIT) {
+        if !wanted || (!victims.is_empty() && moved + seg_live > limit) {
             break;
         }
         victims.push(id);
@@ -120,6 +122,7 @@ impl Inner {
             0,
             CleanMode::Explicit,
             w.pinned_segments(&self.head().tables),
+            MAX_BLOCKS_PER_COMMIT,
         )
         .is_empty()
     }
@@ -136,12 +139,22 @@ impl Inner {
         mode: CleanMode,
     ) -> Result<Relocation> {
         let table = &w.table;
+        // What one commit moves at most: victims are chosen up to it, and their live pages
+        // and values taken up to it (a victim left with live data is taken up again by the
+        // next commit: it stays the emptiest).
+        let budget = match mode {
+            CleanMode::Auto => incoming
+                .saturating_mul(PAGES_PER_INCOMING_BLOCK)
+                .max(MIN_PAGES_PER_COMMIT),
+            CleanMode::Explicit => u64::MAX,
+        };
         let victims = choose_victims(
             table,
             self.options.max_space_amplification,
             incoming,
             mode,
             w.pinned_segments(head),
+            budget.min(MAX_BLOCKS_PER_COMMIT),
         );
         if victims.is_empty() {
             return Ok(Relocation::default());
@@ -177,23 +190,19 @@ impl Inner {
         let mut wanted: BTreeMap<(TableId, Prefix), (PageRef, Arc<Page>)> = BTreeMap::new();
         let mut pages: Vec<(u64, Arc<Page>)> = Vec::new();
         let mut misses: Vec<u64> = Vec::new();
-        let budget = match mode {
-            CleanMode::Auto => incoming
-                .saturating_mul(PAGES_PER_INCOMING_BLOCK)
-                .max(MIN_PAGES_PER_COMMIT),
-            CleanMode::Explicit => u64::MAX,
-        };
+        let budget = usize::try_from(budget).unwrap_or(usize::MAX);
         for l in victims
             .iter()
             .flat_map(|v| table.live_page_locs(*v))
             .filter(|l| !superseded.contains(l))
-            .take(usize::try_from(budget).unwrap_or(usize::MAX))
+            .take(budget)
         {
             match self.cache.get(l) {
                 Some(page) => pages.push((l, page)),
                 None => misses.push(l),
             }
         }
+        let taken = pages.len() + misses.len();
         let blocks = self.log.segments.read_blocks(&misses)?;
         self.counters
             .page_reads(ReadKind::Maintenance, blocks.len() as u64);
@@ -239,10 +248,12 @@ impl Inner {
             }
         }
         // ...and the pages pointing at live values of the victims.
+        // What the pages left of the budget (each value one read, and its page one more).
         let values: Vec<(u64, TableId, KeyPath)> = victims
             .iter()
             .flat_map(|v| table.live_values_in(*v))
             .filter(|(l, _, _)| !freed.contains(l))
+            .take(budget.saturating_sub(taken))
             .collect();
         let mut extra: BTreeMap<(TableId, Prefix), PageRef> = BTreeMap::new();
         for (_, id, key) in &values {
@@ -341,21 +352,25 @@ mod tests {
     fn victims_are_the_emptiest_sealed_segments_and_only_when_needed() {
         // 400 used, 300 live: below 2x, nothing to do automatically.
         let t = table(&[(1, 100, 90), (2, 100, 80), (3, 100, 70), (4, 100, 60)], 4);
-        assert!(choose_victims(&t, 2.0, 0, CleanMode::Auto, None).is_empty());
+        assert!(choose_victims(&t, 2.0, 0, CleanMode::Auto, None, MAX_BLOCKS_PER_COMMIT).is_empty());
         // 400 used, 130 live: above 2x; the emptiest sealed segment first, never the active.
         let t = table(&[(1, 100, 10), (2, 100, 50), (3, 100, 40), (4, 100, 30)], 1);
-        assert_eq!(choose_victims(&t, 2.0, 0, CleanMode::Auto, None), vec![4, 3, 2]);
+        assert_eq!(choose_victims(&t, 2.0, 0, CleanMode::Auto, None, MAX_BLOCKS_PER_COMMIT), vec![4, 3, 2]);
         // Segments already empty are about to be deleted: they need no cleaning.
         let t = table(&[(1, 100, 10), (2, 100, 95), (3, 100, 95), (4, 100, 0)], 1);
-        assert!(choose_victims(&t, 1.5, 0, CleanMode::Auto, None).is_empty());
+        assert!(choose_victims(&t, 1.5, 0, CleanMode::Auto, None, MAX_BLOCKS_PER_COMMIT).is_empty());
         // Only as much as needed to get back under the limit.
         let t = table(&[(1, 100, 10), (2, 100, 40), (3, 100, 45), (4, 100, 50)], 1);
-        assert_eq!(choose_victims(&t, 2.0, 0, CleanMode::Auto, None), vec![2, 3]);
+        assert_eq!(choose_victims(&t, 2.0, 0, CleanMode::Auto, None, MAX_BLOCKS_PER_COMMIT), vec![2, 3]);
         // Explicit: everything at most half live.
         let t = table(&[(1, 100, 10), (2, 100, 50), (3, 100, 90), (4, 100, 30)], 3);
         assert_eq!(
-            choose_victims(&t, 2.0, 0, CleanMode::Explicit, None),
+            choose_victims(&t, 2.0, 0, CleanMode::Explicit, None, MAX_BLOCKS_PER_COMMIT),
             vec![1, 4, 2]
         );
+        // Beyond the first victim, no more live blocks than the limit: the commit's budget.
+        let t = table(&[(1, 100, 10), (2, 100, 50), (3, 100, 40), (4, 100, 30)], 1);
+        assert_eq!(choose_victims(&t, 2.0, 0, CleanMode::Auto, None, 70), vec![4, 3]);
+        assert_eq!(choose_victims(&t, 2.0, 0, CleanMode::Auto, None, 10), vec![4]);
     }
 }
