@@ -693,10 +693,10 @@ impl WriteBatch {
             .get(&id)
             .is_some_and(|t| t.changes.values().any(|op| matches!(op, Op::Upsert(_))));
         let (located, unloaded) = if upserts || touched.len() < PARALLEL_MIN_REGIONS {
-            (self.prefetch_located(table, &touched)?, HashMap::new())
+            (self.prefetch_located(table, &touched)?, Vec::new())
         } else {
             let (located, wanted, _) = self.locate(table, &touched)?;
-            (located, wanted.into_iter().collect::<HashMap<_, _>>())
+            (located, wanted)
         };
         let ops = self
             .tables
@@ -730,18 +730,13 @@ impl WriteBatch {
             .map(|t| std::mem::take(&mut t.pages))
             .unwrap_or_default();
 
-        // Cut the (sorted) keys and changes into runs, one per region they fall in; the
-        // regions whose pages are not loaded yet are pending.
+        // Cut the (sorted) keys and changes into runs, one per region they fall in.
         let mut works: Vec<RegionWork> = Vec::new();
-        let mut pending: Vec<(usize, Prefix, PageRef)> = Vec::new();
         let mut c = 0usize;
         let mut k = 0usize;
         while let Some(prefix) = located.get(k).copied() {
             let k_end = k + touched[k..].partition_point(|key| prefix.contains(key));
             let c_end = c + changes[c..].partition_point(|(key, _)| prefix.contains(key));
-            if let Some(r) = unloaded.get(&prefix) {
-                pending.push((works.len(), prefix, r.clone()));
-            }
             works.push(RegionWork {
                 prefix,
                 page: pages.get(&prefix).cloned(),
@@ -752,7 +747,7 @@ impl WriteBatch {
             c = c_end;
         }
         let arena = base_dir.arena();
-        let rewritten = if pending.is_empty() {
+        let rewritten = if unloaded.is_empty() {
             rewrite_regions(arena, hasher, stamp, &works, &touched, &changes)?
         } else {
             rewrite_regions_loading(
@@ -760,7 +755,7 @@ impl WriteBatch {
                 arena,
                 stamp,
                 &works,
-                &pending,
+                &unloaded,
                 &touched,
                 &changes,
             )?

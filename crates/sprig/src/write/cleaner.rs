@@ -190,12 +190,12 @@ impl Inner {
         let mut wanted: BTreeMap<(TableId, Prefix), (PageRef, Arc<Page>)> = BTreeMap::new();
         let mut pages: Vec<(u64, Arc<Page>)> = Vec::new();
         let mut misses: Vec<u64> = Vec::new();
-        let budget = usize::try_from(budget).unwrap_or(usize::MAX);
+        let budget_items = usize::try_from(budget).unwrap_or(usize::MAX);
         for l in victims
             .iter()
             .flat_map(|v| table.live_page_locs(*v))
             .filter(|l| !superseded.contains(l))
-            .take(budget)
+            .take(budget_items)
         {
             match self.cache.get(l) {
                 Some(page) => pages.push((l, page)),
@@ -247,13 +247,13 @@ impl Inner {
                 wanted.insert((id, prefix), (r, page));
             }
         }
-        // ...and the pages pointing at live values of the victims.
-        // What the pages left of the budget (each value one read, and its page one more).
+        // ...and the pages pointing at live values of the victims, as many values as the
+        // pages left of the budget (each value is one read, its page at most one more).
         let values: Vec<(u64, TableId, KeyPath)> = victims
             .iter()
             .flat_map(|v| table.live_values_in(*v))
             .filter(|(l, _, _)| !freed.contains(l))
-            .take(budget.saturating_sub(taken))
+            .take(budget_items.saturating_sub(taken))
             .collect();
         let mut extra: BTreeMap<(TableId, Prefix), PageRef> = BTreeMap::new();
         for (_, id, key) in &values {

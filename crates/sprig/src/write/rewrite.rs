@@ -61,69 +61,66 @@ pub(crate) fn rewrite_regions(
     changes: &[Change],
 ) -> Result<Vec<Rewritten>> {
     map_on_cores(works, PARALLEL_MIN_REGIONS, |w| {
-        rewrite_region(arena, hasher, stamp, w, keys, changes)
+        rewrite_region(arena, hasher, stamp, w, w.page.as_ref(), keys, changes)
     })
     .into_iter()
     .collect()
 }
 
-/// Rewrite every region while the pages of `pending` load: `pending` lists the regions (by
-/// index in `works`, whose `page` they leave `None`) whose pages are not in memory yet, with
-/// where they are. Regions whose pages are at hand are rewritten on the other cores at once,
-/// the others as soon as their page arrives, while the calling thread keeps the reads in
-/// flight and decodes them: the rewrites overlap the reads instead of waiting for the last.
+/// Rewrite every region while the pages of `unloaded` load: the regions (of `works`, whose
+/// `page` they leave `None`) whose pages are not in memory yet, with where they are, in key
+/// order as `works`. Regions whose pages are at hand are rewritten on the other cores at
+/// once, the others as soon as their page arrives, while the calling thread keeps the reads
+/// in flight and decodes them: the rewrites overlap the reads instead of waiting for the last.
 pub(crate) fn rewrite_regions_loading(
     inner: &Inner,
     arena: &Arc<Arena>,
     stamp: Stamp,
     works: &[RegionWork],
-    pending: &[(usize, Prefix, PageRef)],
+    unloaded: &[(Prefix, PageRef)],
     keys: &[KeyPath],
     changes: &[Change],
 ) -> Result<Vec<Rewritten>> {
+    // The region of each page to load: both lists are in key order, so one pass pairs them.
+    let mut region_of = Vec::with_capacity(unloaded.len());
+    let mut w = 0usize;
+    for (prefix, _) in unloaded {
+        while works.get(w).is_some_and(|work| work.prefix != *prefix) {
+            w += 1;
+        }
+        if w >= works.len() {
+            return Err(Error::internal("a page to load for no region"));
+        }
+        region_of.push(w);
+        w += 1;
+    }
     let loaded: Vec<std::sync::OnceLock<Arc<Page>>> =
         works.iter().map(|_| std::sync::OnceLock::new()).collect();
-    let mut is_pending = vec![false; works.len()];
-    for (w, _, _) in pending {
-        match is_pending.get_mut(*w) {
-            Some(p) => *p = true,
-            None => return Err(Error::internal("a pending page of no region")),
-        }
-    }
-    let wanted: Vec<(Prefix, PageRef)> = pending.iter().map(|(_, p, r)| (*p, r.clone())).collect();
     let (load, rewritten) = as_fed(
         works.len(),
         |ready| {
-            for (w, p) in is_pending.iter().enumerate() {
-                if !p {
+            let mut next = region_of.iter().peekable();
+            for w in 0..works.len() {
+                if next.next_if(|p| **p == w).is_none() {
                     ready(w);
                 }
             }
-            inner.load_pages_each(&wanted, ReadKind::Batch, true, &mut |j, page| {
-                let (w, _, _) = pending
+            inner.load_pages_each(unloaded, ReadKind::Batch, true, &mut |j, page| {
+                let w = *region_of
                     .get(j)
                     .ok_or_else(|| Error::internal("a page loaded for no request"))?;
                 loaded
-                    .get(*w)
+                    .get(w)
                     .and_then(|slot| slot.set(page).ok())
                     .ok_or_else(|| Error::internal("a region's page loaded twice"))?;
-                ready(*w);
+                ready(w);
                 Ok(())
             })
         },
         |w| {
             let work = works.get(w)?;
-            let page = match loaded.get(w).and_then(|slot| slot.get()) {
-                Some(page) => Some(page.clone()),
-                None => work.page.clone(),
-            };
-            let work = RegionWork {
-                prefix: work.prefix,
-                page,
-                keys: work.keys.clone(),
-                changes: work.changes.clone(),
-            };
-            Some(rewrite_region(arena, inner.hasher, stamp, &work, keys, changes))
+            let page = loaded.get(w).and_then(|slot| slot.get()).or(work.page.as_ref());
+            Some(rewrite_region(arena, inner.hasher, stamp, work, page, keys, changes))
         },
     );
     load?;
@@ -133,11 +130,13 @@ pub(crate) fn rewrite_regions_loading(
         .collect()
 }
 
+/// Rewrite one region, whose page (if it has one) is `page`.
 fn rewrite_region(
     arena: &Arc<Arena>,
     hasher: Hasher,
     stamp: Stamp,
     work: &RegionWork,
+    page: Option<&Arc<Page>>,
     keys: &[KeyPath],
     changes: &[Change],
 ) -> Result<Rewritten> {
@@ -151,7 +150,7 @@ fn rewrite_region(
     // once instead of grown by doubling, up to the keys a page holds (a region without a
     // page may take a whole bulk-sized batch; its proof grows as it needs).
     let mut proof = Vec::with_capacity(8 + 10 * keys.len().min(64));
-    let (node, buckets) = match &work.page {
+    let (node, buckets) = match page {
         Some(page) => {
             let (node, buckets) = page.prove_and_update(hasher, keys, &change_hashes, &mut proof);
             (node, Some(buckets))
@@ -181,7 +180,7 @@ fn rewrite_region(
 
     // Every change replaces an inline value by one of the same length (balances, counters):
     // the page is patched, not listed, merged and encoded again.
-    if let (Some(page), Some(b)) = (&work.page, &buckets) {
+    if let (Some(page), Some(b)) = (page, &buckets) {
         // A region's page is at the region's position (checked when it was decoded).
         debug_assert_eq!(page.prefix(), &work.prefix);
         let replacements: Option<Vec<(KeyPath, &[u8])>> = changes
@@ -205,7 +204,7 @@ fn rewrite_region(
         }
     }
     // The page's entries, listed for the merge with the changes.
-    let old_items = work.page.as_ref().map(|p| p.items()).unwrap_or_default();
+    let old_items = page.map(|p| p.items()).unwrap_or_default();
 
     // The region's new entries: old ones merged with the changes.
     let mut items: Vec<(KeyPath, ValueRef<'_>)> =
