@@ -19,7 +19,7 @@
 use crate::error::{Error, Result};
 use crate::io::BlockBuf;
 use crate::log::checkpoint::{checkpoint_file_name, Checkpoint};
-use crate::log::record::{apply_record_noting, CommitRecord};
+use crate::log::record::{apply_record_noting, CommitRecord, Known};
 use crate::log::recovery::Snapshot;
 use crate::io::BLOCK_BYTES;
 use crate::log::segments::{
@@ -29,7 +29,7 @@ use crate::log::wal::{wal_file_name, Wal, FLAG_PRIOR_DURABLE, FLAG_SYNCED};
 use crate::log::writer::Writer;
 use crate::log::Log;
 use crate::options::SyncPolicy;
-use crate::state::tables::Tables;
+use crate::state::tables::{TableId, Tables};
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
@@ -175,7 +175,7 @@ impl Log {
         head_seq: u64,
         record: &CommitRecord,
         blocks: Blocks<'_>,
-        equal: Option<&Tables>,
+        known: &[(TableId, Known)],
     ) -> Result<Published> {
         let Blocks { staged, created } = blocks;
         if head_seq.checked_add(1) != Some(record.seq) {
@@ -220,7 +220,7 @@ impl Log {
         failpoint!("commit.record_synced");
         let (wal_id, _) = w.log_position()?;
         let mut released = Vec::new();
-        let tables = apply_record_noting(head, &mut w.table, record, equal, &mut |l| {
+        let tables = apply_record_noting(head, &mut w.table, record, known, &mut |l| {
             released.push(l)
         })
             .map_err(|e| Error::corruption(wal_file_name(wal_id), 0, e.to_string()))?;

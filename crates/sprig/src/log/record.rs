@@ -10,7 +10,9 @@
 //! extent, segment id and fill level it names fits the segment geometry.
 
 use crate::codec::{DecodeError, Put, Reader, Source};
-use crate::state::directory::{Arena, Directory, NodeId, PageLoc, PageRef, Slot, Subtree};
+use crate::state::directory::{
+    Arena, Directory, DirectoryError, NodeId, PageLoc, PageRef, Region, Slot, Subtree,
+};
 use crate::log::segments::{
     check_loc, check_segment_id, check_used_blocks, check_value_extent, loc_block, loc_segment,
     SegmentTable,
@@ -647,20 +649,32 @@ pub fn apply_record(
     table: &mut SegmentTable,
     record: &CommitRecord,
 ) -> Result<Tables, ApplyError> {
-    apply_record_noting(tables, table, record, None, &mut |_| {})
+    apply_record_noting(tables, table, record, &[], &mut |_| {})
+}
+
+/// What a committer already holds of a record's resulting directory, for one table.
+pub enum Known {
+    /// A directory equal to the result (the same entries at the same positions, its pages
+    /// possibly elsewhere): the replaced paths take their nodes from it instead of hashing
+    /// them again ([`Directory::replace_as`]).
+    Equal(Directory),
+    /// The result itself, built by the committer (the overlay it wrote, its pages moved in
+    /// place to where they were written): taken as it is, and checked like a computed one
+    /// against the record's root and entry count (in debug builds also against the
+    /// replacement computed from the record).
+    Built(Directory),
 }
 
 /// [`apply_record`], telling `released` the location of every page the record takes out of
 /// the latest version (the pages of dropped tables and of replaced regions), as the accounting
 /// releases it: what no new reader needs in a cache. Called only once the whole result has
-/// been computed and checked. `equal`, if given, holds directories already equal to the
-/// record's result (the overlay a commit wrote): their nodes are taken instead of hashed again
-/// ([`Directory::replace_as`]).
+/// been computed and checked. `known` holds what the committer already has of the result's
+/// directories, by table (empty on replay).
 pub fn apply_record_noting(
     tables: &Tables,
     table: &mut SegmentTable,
     record: &CommitRecord,
-    equal: Option<&Tables>,
+    known: &[(TableId, Known)],
     released: &mut dyn FnMut(u64),
 ) -> Result<Tables, ApplyError> {
     record.check_bounds(table.segment_blocks)?;
@@ -684,8 +698,16 @@ pub fn apply_record_noting(
         let dir = next
             .dir(t.table)
             .ok_or(CatalogError::NoSuchTable(t.table))?;
-        let after = match equal.and_then(|e| e.dir(t.table)) {
-            Some(equal) => dir.replace_as(t.regions.clone(), equal)?,
+        let after = match known.iter().find(|(id, _)| *id == t.table).map(|(_, k)| k) {
+            Some(Known::Equal(equal)) => dir.replace_as(t.regions.clone(), equal)?,
+            Some(Known::Built(built)) => {
+                if !Arc::ptr_eq(built.arena(), dir.arena()) {
+                    return Err(DirectoryError::ForeignRegion.into());
+                }
+                #[cfg(debug_assertions)]
+                check_built(dir, &t.regions, built)?;
+                built.clone()
+            }
             None => dir.replace(t.regions.clone())?,
         };
         if after.root_node() != t.root {
@@ -739,6 +761,41 @@ pub fn apply_record_noting(
         table.active = *id;
     }
     Ok(next)
+}
+
+/// Debug builds: a directory a committer built as a record's result is the one the record
+/// gives when replayed: the same root, and the same pages (locations and checksums) at every
+/// replaced region.
+#[cfg(debug_assertions)]
+fn check_built(dir: &Directory, regions: &[Region], built: &Directory) -> Result<(), ApplyError> {
+    let replayed = dir.replace(regions.to_vec())?;
+    assert_eq!(replayed.root_node(), built.root_node(), "a built result with another root");
+    assert_eq!(replayed.len(), built.len(), "a built result with another entry count");
+    let pages = |d: &Directory, p: &Prefix| {
+        let mut out = Vec::new();
+        if let Some(node) = d.node_at(p) {
+            node.pages_under(*p, &mut out);
+        }
+        out.into_iter()
+            .map(|(q, r)| (q, r.checksum, r.node, disk_loc(&r)))
+            .collect::<Vec<_>>()
+    };
+    for (p, _) in regions {
+        assert!(
+            pages(&replayed, p) == pages(built, p),
+            "a built result whose pages at {p} differ from the record's"
+        );
+    }
+    Ok(())
+}
+
+/// Where a page is on disk, if it is there.
+#[cfg(debug_assertions)]
+fn disk_loc(r: &PageRef) -> Option<u64> {
+    match r.loc {
+        PageLoc::Disk(l) => Some(l),
+        PageLoc::Memory(_) => None,
+    }
 }
 
 /// Apply a record's union changes to `next` (the tables after its drops and creations; the

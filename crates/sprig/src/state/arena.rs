@@ -17,8 +17,12 @@
 //!
 //! Fields are stored in relaxed atomics: a slot's contents are written before its id is handed
 //! to anyone (through a lock, a channel, or the publication of a version, all of which order
-//! the writes before the reads), and never change while the slot is in use. Counts use
-//! release/acquire so that freeing a slot happens after every use of it.
+//! the writes before the reads), and never change while the slot is in use, with one
+//! exception: a page held in memory is moved in place to where its commit wrote it
+//! ([`Arena::move_to_disk`]), so that the committed directory is the overlay's own. Readers of
+//! a page slot's location and checksum check a sequence word that every such move bumps, and
+//! read again if one ran meanwhile (a seqlock: moves are rare and short, reads many). Counts
+//! use release/acquire so that freeing a slot happens after every use of it.
 
 use crate::state::page_ref::{MemoryPage, PageLoc, PageRef};
 use parking_lot::Mutex;
@@ -251,6 +255,9 @@ pub struct Arena {
     hasher: OnceLock<Hasher>,
     /// In-memory pages of overlays, referenced by page slots.
     memory: Mutex<MemoryPages>,
+    /// The sequence word of in-place moves of pages to disk: odd while a move is under way,
+    /// bumped twice by each (see [`Arena::move_to_disk`]).
+    moves: AtomicU64,
 }
 
 #[derive(Default)]
@@ -279,6 +286,7 @@ impl Arena {
             pages: Slots::new(),
             hasher: OnceLock::new(),
             memory: Mutex::new(MemoryPages::default()),
+            moves: AtomicU64::new(0),
         })
     }
 
@@ -398,27 +406,81 @@ impl Arena {
         id.page_index().map(|i| self.pages.load(i, P_COUNT))
     }
 
+    /// Page slot `i` as a reference: its location and checksum read consistently with any
+    /// move of the page to disk running meanwhile (read again if one did).
     fn page_ref(&self, i: u32) -> PageRef {
-        let stored = self.pages.load_u64(i, P_LOC);
-        let loc = if stored >> 32 != 0 {
-            PageLoc::Disk(stored)
-        } else {
-            let memory = self.memory.lock();
-            match (stored as usize)
-                .checked_sub(1)
-                .and_then(|m| memory.pages.get(m))
-                .and_then(Option::as_ref)
-            {
-                Some(page) => PageLoc::Memory(page.clone()),
-                None => panic!("invariant broken: in-memory page {stored} of a live slot is gone"),
+        loop {
+            let before = self.moves.load(Ordering::Acquire);
+            if before & 1 == 1 {
+                std::hint::spin_loop();
+                continue;
             }
-        };
-        PageRef {
-            loc,
-            checksum: self.pages.load_u64(i, P_CHECKSUM),
-            node: self.pages.load_node(i),
-            count: self.pages.load(i, P_COUNT),
+            let stored = self.pages.load_u64(i, P_LOC);
+            let checksum = self.pages.load_u64(i, P_CHECKSUM);
+            let loc = if stored >> 32 != 0 {
+                Some(PageLoc::Disk(stored))
+            } else {
+                let memory = self.memory.lock();
+                (stored as usize)
+                    .checked_sub(1)
+                    .and_then(|m| memory.pages.get(m))
+                    .and_then(Option::as_ref)
+                    .map(|page| PageLoc::Memory(page.clone()))
+            };
+            // Order the reads above before the second look at the sequence word.
+            fence(Ordering::Acquire);
+            if self.moves.load(Ordering::Relaxed) != before {
+                continue;
+            }
+            let Some(loc) = loc else {
+                panic!("invariant broken: in-memory page {stored} of a live slot is gone");
+            };
+            return PageRef {
+                loc,
+                checksum,
+                node: self.pages.load_node(i),
+                count: self.pages.load(i, P_COUNT),
+            };
         }
+    }
+
+    /// Move pages held in memory to where their commit wrote them: each `(id, location,
+    /// checksum)` names a page slot that holds an in-memory page, which from now on every
+    /// version sharing the slot reads at `location` (the same page, its value pointers
+    /// resolved). The slab entries of the in-memory pages are freed; holders of a
+    /// [`PageRef`] taken before keep the page through its [`MemoryPage`]. Readers that race
+    /// with the move read the slot again (see [`Arena::page_ref`]).
+    pub fn move_to_disk(&self, moves: &[(NodeId, u64, u64)]) {
+        if moves.is_empty() {
+            return;
+        }
+        // The slab lock also keeps two moves from overlapping.
+        let mut memory = self.memory.lock();
+        let seq = self.moves.load(Ordering::Relaxed);
+        self.moves.store(seq.wrapping_add(1), Ordering::Relaxed);
+        // The odd word is seen before any changed field.
+        fence(Ordering::Release);
+        for &(id, loc, checksum) in moves {
+            let Some(i) = id.page_index() else {
+                panic!("invariant broken: moving directory node {:#x}, not a page", id.0);
+            };
+            assert!(
+                loc >> 32 != 0,
+                "invariant broken: a page moved to segment 0 (ids start at 1)"
+            );
+            let stored = self.pages.load_u64(i, P_LOC);
+            let entry = (stored >> 32 == 0)
+                .then(|| (stored as usize).checked_sub(1))
+                .flatten();
+            match entry.and_then(|m| memory.pages.get_mut(m)) {
+                Some(slot @ Some(_)) => *slot = None,
+                _ => panic!("invariant broken: moving page slot {i}, which holds no in-memory page"),
+            }
+            memory.free.push(stored as u32);
+            self.pages.store_u64(i, P_CHECKSUM, checksum);
+            self.pages.store_u64(i, P_LOC, loc);
+        }
+        self.moves.store(seq.wrapping_add(2), Ordering::Release);
     }
 
     /// A new page node (one reference, the caller's).
@@ -721,5 +783,122 @@ mod tests {
         assert!(matches!(a.slot(id), Slot::Page(PageRef { loc: PageLoc::Memory(_), .. })));
         a.release(id);
         assert_eq!(Arc::strong_count(&mem), 1);
+    }
+
+    fn memory_page() -> Arc<MemoryPage> {
+        MemoryPage::new(Arc::new(
+            crate::state::page::Page::build(
+                sprig_core::Hasher::Blake3,
+                crate::state::prefix::Prefix::root(),
+                1,
+                &[],
+            )
+            .unwrap(),
+        ))
+    }
+
+    fn memory_slot(a: &Arena, mem: &Arc<MemoryPage>, count: u32) -> NodeId {
+        a.new_page(&PageRef {
+            loc: PageLoc::Memory(mem.clone()),
+            checksum: 0,
+            node: [count as u8; 32],
+            count,
+        })
+    }
+
+    #[test]
+    fn a_page_moved_to_disk_is_read_there_and_frees_its_slab_entry() {
+        let a = Arena::new();
+        let mem = memory_page();
+        let id = memory_slot(&a, &mem, 7);
+        let held = a.slot(id); // a reference taken before the move keeps the page
+        a.move_to_disk(&[(id, 5 << 32 | 9, 0xabc)]);
+        match a.slot(id) {
+            Slot::Page(r) => {
+                assert!(matches!(r.loc, PageLoc::Disk(l) if l == 5 << 32 | 9));
+                assert_eq!((r.checksum, r.node, r.count), (0xabc, [7; 32], 7));
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(Arc::strong_count(&mem), 2, "the slab let go; the earlier reference holds");
+        drop(held);
+        // The freed slab entry is taken by the next in-memory page.
+        let next = memory_slot(&a, &memory_page(), 1);
+        assert_eq!(a.memory.lock().pages.len(), 1);
+        a.release(next);
+        a.release(id);
+        assert_eq!(a.live(), (0, 0));
+        assert_eq!(Arc::strong_count(&mem), 1);
+    }
+
+    #[test]
+    #[should_panic(expected = "holds no in-memory page")]
+    fn only_pages_held_in_memory_move() {
+        let a = Arena::new();
+        let id = a.new_page(&PageRef {
+            loc: PageLoc::Disk(3 << 32),
+            checksum: 1,
+            node: TERMINATOR,
+            count: 0,
+        });
+        a.move_to_disk(&[(id, 4 << 32, 2)]);
+    }
+
+    /// Readers racing with moves never see a location with another's checksum, nor a torn
+    /// location: each move writes a checksum derived from its location, and readers check it.
+    #[test]
+    fn readers_racing_with_moves_see_each_page_whole() {
+        let a = Arena::new();
+        let rounds = 200u64;
+        let per_round = 64u64;
+        let stop = std::sync::atomic::AtomicBool::new(false);
+        let passes = AtomicU64::new(0);
+        let ids: Vec<Vec<NodeId>> = (0..rounds)
+            .map(|_| (0..per_round).map(|_| memory_slot(&a, &memory_page(), 1)).collect())
+            .collect();
+        std::thread::scope(|s| {
+            let reader = s.spawn(|| {
+                let mut seen = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    for round in &ids {
+                        for id in round {
+                            if let Slot::Page(r) = a.slot(*id) {
+                                if let PageLoc::Disk(l) = r.loc {
+                                    assert_eq!(r.checksum, l.rotate_left(17) ^ 0x5bd1, "torn at {l:#x}");
+                                    seen += 1;
+                                }
+                            }
+                        }
+                    }
+                    passes.fetch_add(1, Ordering::Release);
+                }
+                seen
+            });
+            for (n, round) in ids.iter().enumerate() {
+                // Let the reader go over the slots between moves, as well as during them.
+                let start = passes.load(Ordering::Acquire);
+                while passes.load(Ordering::Acquire) == start && !reader.is_finished() {
+                    std::thread::yield_now();
+                }
+                let moves: Vec<(NodeId, u64, u64)> = round
+                    .iter()
+                    .enumerate()
+                    // Segment and block both change with each move, so a torn read shows.
+                    .map(|(k, id)| {
+                        let l = (n as u64 + 1) << 32 | (0xffff_0000 + k as u64);
+                        (*id, l, l.rotate_left(17) ^ 0x5bd1)
+                    })
+                    .collect();
+                a.move_to_disk(&moves);
+            }
+            stop.store(true, Ordering::Relaxed);
+            assert!(reader.join().unwrap() > 0);
+        });
+        for round in ids {
+            for id in round {
+                a.release(id);
+            }
+        }
+        assert_eq!(a.live(), (0, 0));
     }
 }

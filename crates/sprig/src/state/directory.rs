@@ -190,6 +190,21 @@ impl Subtree {
         walk_pages(&self.arena, self.id, Prefix::root(), &mut |_, r| f(r));
     }
 
+    /// Every page below with the id of its slot (valid while this reference lives), in key
+    /// order: what a commit moves to disk in place ([`Arena::move_to_disk`]).
+    pub fn page_slots(&self) -> Vec<(NodeId, PageRef)> {
+        let mut out = Vec::new();
+        let mut stack = vec![self.id];
+        while let Some(id) = stack.pop() {
+            match self.arena.slot(id) {
+                Slot::Empty => {}
+                Slot::Page(r) => out.push((id, r)),
+                Slot::Branch(l, r) => stack.extend([r, l]),
+            }
+        }
+        out
+    }
+
     /// Collect every page (position and reference) of this subtree at `pos`, in key order.
     pub fn pages_under(&self, pos: Prefix, out: &mut Vec<(Prefix, PageRef)>) {
         walk_pages(&self.arena, self.id, pos, &mut |p, r| out.push((*p, r.clone())));
@@ -374,6 +389,12 @@ impl Directory {
     /// The state root.
     pub fn root_node(&self) -> Node {
         self.arena.node(self.root)
+    }
+
+    /// Whether two directories are the same version (the same root node of the same store),
+    /// not merely equal.
+    pub fn is(&self, other: &Directory) -> bool {
+        self.root == other.root && Arc::ptr_eq(&self.arena, &other.arena)
     }
 
     /// The whole tree, shared.

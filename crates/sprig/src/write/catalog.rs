@@ -126,7 +126,7 @@ impl Inner {
         };
         w.guarded(|w| {
             let published =
-                self.publish_record(w, &head, &record, Blocks::none(), self.versions.next_id(), None)?;
+                self.publish_record(w, &head, &record, Blocks::none(), self.versions.next_id(), &[])?;
             self.counters.commit();
             self.counters.written(published.log_bytes, 0);
             self.refresh_emptied(w);

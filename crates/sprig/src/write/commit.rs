@@ -6,10 +6,12 @@ use super::engine::Inner;
 use super::CommitInfo;
 use crate::error::{Error, Result};
 use crate::log::publish::{Blocks, Published, Stager};
-use crate::log::record::{CommitRecord, TableChange};
+use crate::log::record::{CommitRecord, Known, TableChange};
 use crate::log::segments::{encode_value_record, value_blocks};
 use crate::log::writer::Writer;
-use crate::state::directory::{MemoryPage, PageLoc, PageRef, Shape, Subtree};
+use crate::state::directory::{
+    Directory, MemoryPage, NodeId, PageLoc, PageRef, Region, Shape, Subtree,
+};
 use crate::state::page::{Page, UNWRITTEN};
 use crate::state::tables::TableId;
 use crate::state::version::Version;
@@ -201,53 +203,62 @@ impl Inner {
         }
 
         // Then every page of the changed and relocated regions, table by table, in key order.
-        let mut tables: Vec<TableChange> = Vec::new();
         let ids: BTreeSet<TableId> = pending
             .parts.regions
             .keys()
             .chain(relocation.regions.keys())
             .copied()
             .collect();
+        let mut plans: Vec<TablePlan> = Vec::new();
+        // The overlay's in-memory pages written, to move to disk in place.
+        let mut moves: Vec<(NodeId, u64, u64)> = Vec::new();
         for id in ids {
             let dir = version
                 .tables
                 .dir(id)
                 .ok_or_else(|| Error::internal("a commit changes a table its version lacks"))?;
+            // The overlay's directory becomes the committed one when it was built on the
+            // latest version's: then the overlay's pages move to disk in place, and no second
+            // copy of its changed paths is made. (It was built on another when the parent
+            // overlay's commit relocated pages: then the result is computed from the record.)
+            let in_place = matches!(
+                (parent.tables.dir(id), head.tables.dir(id)),
+                (Some(p), Some(h)) if p.is(h)
+            );
+            let mut written = (&mut written_pages, &mut to_release);
             let mut regions = Vec::new();
-            for (prefix, subtree) in pending
-                .parts.regions
-                .get(&id)
-                .into_iter()
-                .chain(relocation.regions.get(&id))
-                .flatten()
-            {
-                let node = self.write_subtree(
-                    id,
-                    subtree,
-                    &locs,
-                    &mut w.table,
-                    &mut stager,
-                    &mut (&mut written_pages, &mut to_release),
-                )?;
+            for (prefix, subtree) in pending.parts.regions.get(&id).into_iter().flatten() {
+                let node = if in_place {
+                    self.write_in_place(
+                        id,
+                        subtree,
+                        &locs,
+                        &mut w.table,
+                        &mut stager,
+                        &mut written,
+                        &mut moves,
+                    )?;
+                    subtree.clone()
+                } else {
+                    self.write_subtree(id, subtree, &locs, &mut w.table, &mut stager, &mut written)?
+                };
                 regions.push((*prefix, node));
             }
-            tables.push(TableChange {
-                table: id,
-                root: dir.root_node(),
-                entries: dir.len(),
+            let mut relocated = Vec::new();
+            for (prefix, subtree) in relocation.regions.get(&id).into_iter().flatten() {
+                let node =
+                    self.write_subtree(id, subtree, &locs, &mut w.table, &mut stager, &mut written)?;
+                relocated.push((*prefix, node));
+            }
+            plans.push(TablePlan {
+                id,
+                dir: dir.clone(),
+                in_place,
                 regions,
+                relocated,
             });
         }
-        let record = CommitRecord {
-            seq,
-            dropped: Vec::new(),
-            created: Vec::new(),
-            tables,
-            values_written,
-            values_freed,
-            segment_heads: segment_heads_of(&w.table, stager.touched()),
-            unions: Vec::new(),
-        };
+        let segment_heads = segment_heads_of(&w.table, stager.touched());
         let created: BTreeSet<u32> = stager
             .touched()
             .iter()
@@ -265,6 +276,20 @@ impl Inner {
                 seq: version.seq,
             });
         }
+        // The overlay's pages are written (not yet durable: the overlay is being committed, and
+        // a failure from here on poisons the writer, so no block is reused meanwhile).
+        version.tables.arena().move_to_disk(&moves);
+        let (tables, known) = record_tables(plans)?;
+        let record = CommitRecord {
+            seq,
+            dropped: Vec::new(),
+            created: Vec::new(),
+            tables,
+            values_written,
+            values_freed,
+            segment_heads,
+            unions: Vec::new(),
+        };
         let published = self.publish_record(
             w,
             head,
@@ -274,8 +299,7 @@ impl Inner {
                 created: &created,
             },
             version.id,
-            // The overlay's directories are the result, their pages now written.
-            Some(&version.tables),
+            &known,
         );
         let Published {
             data_bytes,
@@ -385,6 +409,44 @@ impl Inner {
         }
     }
 
+    /// Write the in-memory pages of a subtree of the overlay being committed, noting for each
+    /// its slot, location and checksum in `moves` (to move it to disk in place); pages on disk
+    /// already stay as they are.
+    #[allow(clippy::too_many_arguments)]
+    fn write_in_place(
+        &self,
+        table_id: TableId,
+        node: &Subtree,
+        locs: &ValueLocs,
+        table: &mut crate::log::segments::SegmentTable,
+        stager: &mut Stager<'_>,
+        written: &mut WrittenPages<'_>,
+        moves: &mut Vec<(NodeId, u64, u64)>,
+    ) -> Result<()> {
+        for (id, r) in node.page_slots() {
+            let PageLoc::Memory(m) = &r.loc else {
+                continue;
+            };
+            let (l, checksum) = match (m.page(), m.written()) {
+                (Some(page), _) => {
+                    let (l, checksum) =
+                        self.write_page(table_id, &page, locs, table, stager, written.0)?;
+                    written.1.push((m.clone(), l, checksum));
+                    (l, checksum)
+                }
+                // Written and released by an earlier commit of the chain.
+                (None, Some(at)) => at,
+                (None, None) => {
+                    return Err(Error::internal(
+                        "an in-memory page was released before it was written",
+                    ))
+                }
+            };
+            moves.push((id, l, checksum));
+        }
+        Ok(())
+    }
+
     /// Resolve one in-memory page's value pointers (new and relocated values), allocate its
     /// block and queue the write. Returns its location and checksum.
     #[inline(never)]
@@ -422,6 +484,62 @@ impl Inner {
         written.push((l, page));
         Ok((l, checksum))
     }
+}
+
+/// One table's part of a commit: its regions as written, and what the writer knows of the
+/// resulting directory.
+struct TablePlan {
+    id: TableId,
+    /// The overlay's directory.
+    dir: Directory,
+    /// Whether the overlay's pages were moved to disk in place (so `dir`, with `relocated`
+    /// put in, is the result).
+    in_place: bool,
+    /// The overlay's changed regions, their pages on disk.
+    regions: Vec<Region>,
+    /// The regions the cleaner relocated, as written.
+    relocated: Vec<Region>,
+}
+
+/// What the writer has of a commit's resulting directories, by table.
+type KnownTables = Vec<(TableId, Known)>;
+
+/// The record's table changes, and the result's directories as far as the writer has them:
+/// the overlay's own (with the relocated regions put in, whose nodes are unchanged) when its
+/// pages moved in place, else a directory equal to the result.
+fn record_tables(plans: Vec<TablePlan>) -> Result<(Vec<TableChange>, KnownTables)> {
+    let mut tables = Vec::with_capacity(plans.len());
+    let mut known = Vec::with_capacity(plans.len());
+    for plan in plans {
+        let TablePlan {
+            id,
+            dir,
+            in_place,
+            mut regions,
+            relocated,
+        } = plan;
+        known.push((
+            id,
+            if !in_place {
+                Known::Equal(dir.clone())
+            } else if relocated.is_empty() {
+                Known::Built(dir.clone())
+            } else {
+                Known::Built(
+                    dir.replace_as(relocated.clone(), &dir)
+                        .map_err(|e| Error::internal(format!("relocating regions: {e}")))?,
+                )
+            },
+        ));
+        regions.extend(relocated);
+        tables.push(TableChange {
+            table: id,
+            root: dir.root_node(),
+            entries: dir.len(),
+            regions,
+        });
+    }
+    Ok((tables, known))
 }
 
 /// The fill of each segment of `ids`, in allocation order (segment ids grow as segments fill).

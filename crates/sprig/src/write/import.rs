@@ -664,7 +664,7 @@ impl<'a> Import<'a> {
                         created: &created,
                     },
                     inner.versions.next_id(),
-                    None,
+                    &[],
                 )
                 .map(|p| p.log_bytes)
         })?;

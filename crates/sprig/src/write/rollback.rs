@@ -14,7 +14,7 @@ use crate::state::version::Version;
 use crate::state::directory::{diff, Directory, PageRef, Region};
 use crate::state::tables::{TableDef, TableId};
 use crate::error::{Error, Result};
-use crate::log::record::{CommitRecord, TableChange, UnionChange};
+use crate::log::record::{CommitRecord, Known, TableChange, UnionChange};
 use crate::log::segments::value_record_blocks;
 use crate::state::page::ValueRef;
 use crate::state::prefix::Prefix;
@@ -145,6 +145,15 @@ impl Inner {
             segment_heads: Vec::new(),
             unions,
         };
+        // The result is the target's directories (regions from `diff` to them).
+        let known: Vec<(TableId, Known)> = record
+            .tables
+            .iter()
+            .filter_map(|t| {
+                let dir = target.tables.dir(t.table)?;
+                Some((t.table, Known::Equal(dir.clone())))
+            })
+            .collect();
         w.guarded(|w| {
             let published = inner.publish_record(
                 w,
@@ -152,8 +161,7 @@ impl Inner {
                 &record,
                 Blocks::none(),
                 inner.versions.next_id(),
-                // The result is the target's directories (regions from `diff` to them).
-                Some(&target.tables),
+                &known,
             )?;
             inner.counters.commit();
             inner.counters.written(published.log_bytes, 0);
