@@ -873,10 +873,9 @@ pub fn for_each_replaced_disk_page<'a>(
     prefixes: impl IntoIterator<Item = &'a Prefix>,
     f: &mut dyn FnMut(u64),
 ) {
-    for prefix in prefixes {
-        if let Some(old) = dir.node_at(prefix) {
-            for_each_disk_page(&old, f);
-        }
+    let prefixes: Vec<Prefix> = prefixes.into_iter().copied().collect();
+    for old in dir.nodes_at(&prefixes).into_iter().flatten() {
+        for_each_disk_page(&old, f);
     }
 }
 

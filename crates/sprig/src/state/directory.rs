@@ -565,6 +565,23 @@ impl Directory {
         Some(id)
     }
 
+    /// [`Directory::node_at`] for many positions, their walks going down together (each
+    /// level's next nodes prefetched before any is read, as in [`Directory::locate_many`]), so
+    /// the cache misses of a batch of positions overlap.
+    pub fn nodes_at(&self, positions: &[Prefix]) -> Vec<Option<Subtree>> {
+        let ends = self.descend_all(positions.len(), |k, depth| {
+            positions
+                .get(k)
+                .filter(|p| depth < p.depth())
+                .map(|p| p.bit(depth))
+        });
+        positions
+            .iter()
+            .zip(ends)
+            .map(|(p, (id, depth))| (depth == p.depth()).then(|| Subtree::shared(&self.arena, id)))
+            .collect()
+    }
+
     /// The subtree at `pos`, if `pos` is a position of the directory (not inside a page).
     pub fn node_at(&self, pos: &Prefix) -> Option<Subtree> {
         self.id_at(pos).map(|id| Subtree::shared(&self.arena, id))
@@ -1009,6 +1026,17 @@ mod tests {
                 let together: Vec<_> = dir.locate_many(&many).into_iter().map(seen).collect();
                 let alone: Vec<_> = many.iter().map(|k| seen(dir.locate(k))).collect();
                 prop_assert_eq!(together, alone);
+                // Nodes found together are the ones found one walk each: at every region, at
+                // the branches above them, and below pages (none there).
+                let mut positions: Vec<Prefix> = Vec::new();
+                for p in model.keys() {
+                    positions.extend((0..=p.depth()).map(|d| Prefix::of_key(p.bits(), d)));
+                    positions.push(p.child(true));
+                }
+                let ids = |nodes: Vec<Option<Subtree>>| -> Vec<Option<NodeId>> { nodes.into_iter().map(|n| n.map(|n| n.id())).collect() };
+                let alone = ids(positions.iter().map(|p| dir.node_at(p)).collect());
+                prop_assert!(alone.iter().any(Option::is_none) || model.len() == 1);
+                prop_assert_eq!(ids(dir.nodes_at(&positions)), alone);
                 // Warming visits each node on the paths once: to the keys' pages (keys sorted),
                 // and to the regions.
                 let mut sorted_keys = keys.clone();
