@@ -206,7 +206,7 @@ impl Inner {
         let blocks = self.log.segments.read_blocks(&misses)?;
         self.counters
             .page_reads(ReadKind::Maintenance, blocks.len() as u64);
-        for (l, block) in misses.iter().zip(blocks) {
+        for (l, block) in misses.iter().zip(&blocks) {
             let page = Page::decode(block.as_bytes()).map_err(|e| {
                 Error::corruption(
                     segment_file_name(loc_segment(*l)),
@@ -216,19 +216,27 @@ impl Inner {
             })?;
             pages.push((*l, Arc::new(page)));
         }
-        for (l, page) in pages {
+        self.log.segments.recycle(blocks);
+        // The table whose directory holds each page where it is (locations are unique, so at
+        // most one does): every table's nodes at the pages' regions, found in one descent.
+        let prefixes: Vec<Prefix> = pages.iter().map(|(_, page)| *page.prefix()).collect();
+        let mut owners: Vec<Option<(TableId, PageRef)>> = vec![None; pages.len()];
+        for (id, dir) in head.dirs() {
+            for ((owner, node), (l, _)) in owners
+                .iter_mut()
+                .zip(dir.nodes_at(&prefixes))
+                .zip(&pages)
+            {
+                if let Some(Shape::Page(r)) = node.map(|n| n.shape()) {
+                    if matches!(r.loc, PageLoc::Disk(x) if x == *l) {
+                        *owner = Some((id, r));
+                    }
+                }
+            }
+        }
+        for ((l, page), owner) in pages.into_iter().zip(owners) {
             let name = || segment_file_name(loc_segment(l));
             let prefix = *page.prefix();
-            // The table whose directory holds this page here (locations are unique, so at
-            // most one does).
-            let owner = head.dirs().find_map(|(id, dir)| {
-                match dir.node_at(&prefix).map(|n| n.shape()) {
-                    Some(Shape::Page(r)) if matches!(r.loc, PageLoc::Disk(x) if x == l) => {
-                        Some((id, r))
-                    }
-                    _ => None,
-                }
-            });
             let (id, r) = match owner {
                 Some(found) => found,
                 None => {
