@@ -257,7 +257,7 @@ impl Segments {
         out
     }
 
-    /// Give read buffers back for later reads (one-block ones, up to [`SPARE_BLOCKS`]).
+    /// Give read buffers back for later reads (one-block ones, up to `SPARE_BLOCKS`).
     pub fn recycle(&self, blocks: Vec<BlockBuf>) {
         let mut spare = self.spare.lock();
         let room = SPARE_BLOCKS.saturating_sub(spare.len());

@@ -449,7 +449,7 @@ impl Arena {
     /// version sharing the slot reads at `location` (the same page, its value pointers
     /// resolved). The slab entries of the in-memory pages are freed; holders of a
     /// [`PageRef`] taken before keep the page through its [`MemoryPage`]. Readers that race
-    /// with the move read the slot again (see [`Arena::page_ref`]).
+    /// with the move read the slot again (see `Arena::page_ref`).
     pub fn move_to_disk(&self, moves: &[(NodeId, u64, u64)]) {
         if moves.is_empty() {
             return;
