@@ -460,6 +460,15 @@ impl Arena {
         self.moves.store(seq.wrapping_add(1), Ordering::Relaxed);
         // The odd word is seen before any changed field.
         fence(Ordering::Release);
+        // Even again when the move ends, also by a panic (a broken invariant below): readers
+        // waiting for it would spin for good otherwise.
+        struct Done<'a>(&'a AtomicU64, u64);
+        impl Drop for Done<'_> {
+            fn drop(&mut self) {
+                self.0.store(self.1, Ordering::Release);
+            }
+        }
+        let _done = Done(&self.moves, seq.wrapping_add(2));
         for &(id, loc, checksum) in moves {
             let Some(i) = id.page_index() else {
                 panic!("invariant broken: moving directory node {:#x}, not a page", id.0);
@@ -480,7 +489,6 @@ impl Arena {
             self.pages.store_u64(i, P_CHECKSUM, checksum);
             self.pages.store_u64(i, P_LOC, loc);
         }
-        self.moves.store(seq.wrapping_add(2), Ordering::Release);
     }
 
     /// A new page node (one reference, the caller's).
@@ -829,6 +837,21 @@ mod tests {
         a.release(id);
         assert_eq!(a.live(), (0, 0));
         assert_eq!(Arc::strong_count(&mem), 1);
+    }
+
+    /// A move that finds a broken invariant panics, and leaves the sequence word even:
+    /// readers go on (they would spin for good on an odd word).
+    #[test]
+    fn a_move_that_panics_leaves_readers_working() {
+        let a = Arena::new();
+        let id = memory_slot(&a, &memory_page(), 3);
+        let moved = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            // The same slot twice: its second move finds no in-memory page.
+            a.move_to_disk(&[(id, 2 << 32, 5), (id, 2 << 32 | 1, 6)]);
+        }));
+        assert!(moved.is_err());
+        assert_eq!(a.moves.load(Ordering::Relaxed) & 1, 0);
+        assert!(matches!(a.slot(id), Slot::Page(PageRef { loc: PageLoc::Disk(l), .. }) if l == 2 << 32));
     }
 
     #[test]

@@ -266,6 +266,7 @@ impl Inner {
             .copied()
             .collect();
         let staged = stager.finish()?;
+        let (tables, known) = record_tables(plans)?;
         let metrics = &self.counters.metrics;
         metrics.phase(Phase::Write, write_started.elapsed());
         // From here until `mark_committed` the head may already carry this overlay's
@@ -276,10 +277,16 @@ impl Inner {
                 seq: version.seq,
             });
         }
-        // The overlay's pages are written (not yet durable: the overlay is being committed, and
-        // a failure from here on poisons the writer, so no block is reused meanwhile).
+        // The overlay's pages are written, not yet durable: the overlay is being committed, and
+        // a failure from here on poisons the writer, so no block is reused while it may read
+        // them. They go into the cache first, so that readers of the overlay (the pipeline's
+        // next batch) find them there while the commit syncs, as they found them in memory.
+        let evicted = written_pages
+            .iter()
+            .filter_map(|(l, page)| self.cache.insert(*l, page.clone()))
+            .collect();
+        self.drop_pages(evicted);
         version.tables.arena().move_to_disk(&moves);
-        let (tables, known) = record_tables(plans)?;
         let record = CommitRecord {
             seq,
             dropped: Vec::new(),
@@ -311,11 +318,6 @@ impl Inner {
         metrics.phase(Phase::Sync, sync_took);
         metrics.phase(Phase::Log, log_took);
         pending.mark_committed(locs.new.clone(), head.clone());
-        let evicted = written_pages
-            .iter()
-            .filter_map(|(l, page)| self.cache.insert(*l, page.clone()))
-            .collect();
-        self.drop_pages(evicted);
         // Overlays built on this one share these pages: from now on they read them from disk.
         for (page, l, checksum) in to_release {
             page.release(l, checksum);
