@@ -1,7 +1,7 @@
 //! The cleaner keeps disk use within about twice the live data under rounds of random
 //! updates, without changing a single value or the root.
 
-use sprig::{Db, KeyPath, Options};
+use sprig::{Db, KeyPath, Options, ReadView};
 use sprig_core::ReferenceModel;
 
 #[test]
@@ -108,12 +108,7 @@ fn rounds_of_random_updates(retained: usize) -> (tempfile::TempDir, Db, Referenc
     assert!(s.cleaner_pages_copied > 0, "the cleaner never ran: {s:?}");
     assert!(s.segments_deleted > 0, "no segment was reclaimed: {s:?}");
     assert_eq!(db.root(), model.root());
-    let view = db.view();
-    let values = view.get_many(&keys).unwrap();
-    for (k, v) in keys.iter().zip(values) {
-        assert_eq!(v.as_deref(), model.get(k));
-    }
-    drop(view);
+    assert_values(&db.view(), &keys, &model);
     drop(db);
     let db = Db::open(dir.path(), options).unwrap();
     assert_eq!(db.root(), model.root());
@@ -230,10 +225,7 @@ fn big_victims_drain_over_commits_in_bounded_steps() {
         "disk use reached {worst_amp:.2}x the live data (a segment is {segment_share:.2}x)"
     );
     assert_eq!(db.root(), model.root());
-    let values = db.view().get_many(&keys).unwrap();
-    for (k, v) in keys.iter().zip(values) {
-        assert_eq!(v.as_deref(), model.get(k));
-    }
+    assert_values(&db.view(), &keys, &model);
     drop(db);
     let db = Db::open(dir.path(), options).unwrap();
     assert_eq!(db.root(), model.root());
@@ -252,6 +244,14 @@ fn load(db: &Db, n: u32, value: impl Fn(usize) -> Vec<u8>) -> (Vec<KeyPath>, Ref
     }
     db.commit(b.finish().unwrap()).unwrap();
     (keys, model)
+}
+
+/// Every key of `keys` reads in `view` what `model` holds.
+fn assert_values(view: &ReadView, keys: &[KeyPath], model: &ReferenceModel) {
+    let values = view.get_many(keys).unwrap();
+    for (k, v) in keys.iter().zip(values) {
+        assert_eq!(v.as_deref(), model.get(k), "key {k:02x?}");
+    }
 }
 
 /// The next number of a linear congruential sequence (the tests' cheap, seeded randomness).
@@ -421,24 +421,15 @@ fn stacked_overlays_commit_over_a_parent_whose_commit_relocated_pages() {
         let c_view = c.view().unwrap();
         let info = db.commit(c).unwrap();
         assert_eq!(info.root, model.root(), "round {round}");
-        let values = c_view.get_many(&keys).unwrap();
-        for (k, v) in keys.iter().zip(values) {
-            assert_eq!(v.as_deref(), model.get(k), "round {round}");
-        }
+        assert_values(&c_view, &keys, &model);
     }
     assert!(
         db.stats().cleaner_pages_copied > copied_before,
         "the cleaner relocated nothing during the chains"
     );
-    let values = db.view().get_many(&keys).unwrap();
-    for (k, v) in keys.iter().zip(values) {
-        assert_eq!(v.as_deref(), model.get(k));
-    }
+    assert_values(&db.view(), &keys, &model);
     drop(db);
     let db = Db::open(dir.path(), options).unwrap();
     assert_eq!(db.root(), model.root());
-    let values = db.view().get_many(&keys).unwrap();
-    for (k, v) in keys.iter().zip(values) {
-        assert_eq!(v.as_deref(), model.get(k));
-    }
+    assert_values(&db.view(), &keys, &model);
 }

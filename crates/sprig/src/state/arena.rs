@@ -235,6 +235,13 @@ const P_COUNT: usize = 12;
 const P_REFS: usize = 13;
 const PAGE_WORDS: usize = 14;
 
+/// The slab index of the in-memory page a page slot's stored location names (segment 0, which
+/// no disk location uses), or none for a disk location. A stored 0 gives an index past any
+/// slab: no page, as for a freed entry.
+fn slab_index(stored: u64) -> Option<usize> {
+    (stored >> 32 == 0).then(|| (stored as usize).wrapping_sub(1))
+}
+
 /// What a node is.
 #[derive(Debug, Clone)]
 pub enum Slot {
@@ -417,15 +424,15 @@ impl Arena {
             }
             let stored = self.pages.load_u64(i, P_LOC);
             let checksum = self.pages.load_u64(i, P_CHECKSUM);
-            let loc = if stored >> 32 != 0 {
-                Some(PageLoc::Disk(stored))
-            } else {
-                let memory = self.memory.lock();
-                (stored as usize)
-                    .checked_sub(1)
-                    .and_then(|m| memory.pages.get(m))
+            let loc = match slab_index(stored) {
+                None => Some(PageLoc::Disk(stored)),
+                Some(m) => self
+                    .memory
+                    .lock()
+                    .pages
+                    .get(m)
                     .and_then(Option::as_ref)
-                    .map(|page| PageLoc::Memory(page.clone()))
+                    .map(|page| PageLoc::Memory(page.clone())),
             };
             // Order the reads above before the second look at the sequence word.
             fence(Ordering::Acquire);
@@ -478,10 +485,7 @@ impl Arena {
                 "invariant broken: a page moved to segment 0 (ids start at 1)"
             );
             let stored = self.pages.load_u64(i, P_LOC);
-            let entry = (stored >> 32 == 0)
-                .then(|| (stored as usize).checked_sub(1))
-                .flatten();
-            match entry.and_then(|m| memory.pages.get_mut(m)) {
+            match slab_index(stored).and_then(|m| memory.pages.get_mut(m)) {
                 Some(slot @ Some(_)) => *slot = None,
                 _ => panic!("invariant broken: moving page slot {i}, which holds no in-memory page"),
             }
@@ -625,11 +629,9 @@ impl Arena {
                     Kind::Empty => {}
                     Kind::Page(i) => {
                         let loc = self.pages.load_u64(i, P_LOC);
-                        if loc >> 32 == 0 {
+                        if let Some(m) = slab_index(loc) {
                             let mut memory = self.memory.lock();
-                            if let Some(slot) =
-                                memory.pages.get_mut((loc as usize).wrapping_sub(1))
-                            {
+                            if let Some(slot) = memory.pages.get_mut(m) {
                                 *slot = None;
                                 memory.free.push(loc as u32);
                             }
@@ -772,21 +774,8 @@ mod tests {
     #[test]
     fn in_memory_pages_are_held_until_their_node_goes() {
         let a = Arena::new();
-        let mem = MemoryPage::new(Arc::new(
-            crate::state::page::Page::build(
-                sprig_core::Hasher::Blake3,
-                crate::state::prefix::Prefix::root(),
-                1,
-                &[],
-            )
-            .unwrap(),
-        ));
-        let id = a.new_page(&PageRef {
-            loc: PageLoc::Memory(mem.clone()),
-            checksum: 0,
-            node: TERMINATOR,
-            count: 0,
-        });
+        let mem = memory_page();
+        let id = memory_slot(&a, &mem, 0);
         assert_eq!(Arc::strong_count(&mem), 2);
         assert!(matches!(a.slot(id), Slot::Page(PageRef { loc: PageLoc::Memory(_), .. })));
         a.release(id);

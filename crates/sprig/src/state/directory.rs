@@ -187,27 +187,20 @@ impl Subtree {
 
     /// Visit every page, in key order.
     pub fn for_each_page(&self, f: &mut dyn FnMut(&PageRef)) {
-        walk_pages(&self.arena, self.id, Prefix::root(), &mut |_, r| f(r));
+        walk_pages(&self.arena, self.id, Prefix::root(), &mut |_, _, r| f(&r));
     }
 
     /// Every page below with the id of its slot (valid while this reference lives), in key
     /// order: what a commit moves to disk in place ([`Arena::move_to_disk`]).
     pub fn page_slots(&self) -> Vec<(NodeId, PageRef)> {
         let mut out = Vec::new();
-        let mut stack = vec![self.id];
-        while let Some(id) = stack.pop() {
-            match self.arena.slot(id) {
-                Slot::Empty => {}
-                Slot::Page(r) => out.push((id, r)),
-                Slot::Branch(l, r) => stack.extend([r, l]),
-            }
-        }
+        walk_pages(&self.arena, self.id, Prefix::root(), &mut |id, _, r| out.push((id, r)));
         out
     }
 
     /// Collect every page (position and reference) of this subtree at `pos`, in key order.
     pub fn pages_under(&self, pos: Prefix, out: &mut Vec<(Prefix, PageRef)>) {
-        walk_pages(&self.arena, self.id, pos, &mut |p, r| out.push((*p, r.clone())));
+        walk_pages(&self.arena, self.id, pos, &mut |_, p, r| out.push((*p, r)));
     }
 }
 
@@ -275,12 +268,17 @@ fn count_exceeds(arena: &Arena, id: NodeId, limit: u64) -> bool {
 }
 
 /// Visit the pages under `id` (at `pos`) in key order.
-fn walk_pages(arena: &Arena, id: NodeId, pos: Prefix, f: &mut dyn FnMut(&Prefix, &PageRef)) {
+fn walk_pages(
+    arena: &Arena,
+    id: NodeId,
+    pos: Prefix,
+    f: &mut dyn FnMut(NodeId, &Prefix, PageRef),
+) {
     let mut stack = vec![(id, pos)];
     while let Some((id, pos)) = stack.pop() {
         match arena.slot(id) {
             Slot::Empty => {}
-            Slot::Page(r) => f(&pos, &r),
+            Slot::Page(r) => f(id, &pos, r),
             Slot::Branch(l, r) => {
                 stack.push((r, pos.child(true)));
                 stack.push((l, pos.child(false)));
@@ -732,7 +730,7 @@ impl Directory {
 
     /// Visit every page in key order with its position.
     pub fn for_each_page(&self, mut f: impl FnMut(&Prefix, &PageRef)) {
-        walk_pages(&self.arena, self.root, Prefix::root(), &mut f);
+        walk_pages(&self.arena, self.root, Prefix::root(), &mut |_, p, r| f(p, &r));
     }
 
     /// Up to `limit` leaf regions in key order, from the one holding `start` on.

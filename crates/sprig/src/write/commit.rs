@@ -9,9 +9,7 @@ use crate::log::publish::{Blocks, Published, Stager};
 use crate::log::record::{CommitRecord, Known, TableChange};
 use crate::log::segments::{encode_value_record, value_blocks};
 use crate::log::writer::Writer;
-use crate::state::directory::{
-    Directory, MemoryPage, NodeId, PageLoc, PageRef, Region, Shape, Subtree,
-};
+use crate::state::directory::{MemoryPage, NodeId, PageLoc, PageRef, Shape, Subtree};
 use crate::state::page::{Page, UNWRITTEN};
 use crate::state::tables::TableId;
 use crate::state::version::Version;
@@ -209,7 +207,9 @@ impl Inner {
             .chain(relocation.regions.keys())
             .copied()
             .collect();
-        let mut plans: Vec<TablePlan> = Vec::new();
+        // The record's table changes, and what the writer has of each resulting directory.
+        let mut tables: Vec<TableChange> = Vec::new();
+        let mut known: Vec<(TableId, Known)> = Vec::new();
         // The overlay's in-memory pages written, to move to disk in place.
         let mut moves: Vec<(NodeId, u64, u64)> = Vec::new();
         for id in ids {
@@ -250,12 +250,26 @@ impl Inner {
                     self.write_subtree(id, subtree, &locs, &mut w.table, &mut stager, &mut written)?;
                 relocated.push((*prefix, node));
             }
-            plans.push(TablePlan {
+            // In place, the result is the overlay's directory with the relocated regions put
+            // in (their nodes unchanged, so it is its own equal); else the overlay's directory
+            // equals the result.
+            known.push((
                 id,
-                dir: dir.clone(),
-                in_place,
+                match (in_place, relocated.is_empty()) {
+                    (false, _) => Known::Equal(dir.clone()),
+                    (true, true) => Known::Built(dir.clone()),
+                    (true, false) => Known::Built(
+                        dir.replace_as(relocated.clone(), dir)
+                            .map_err(|e| Error::internal(format!("relocating regions: {e}")))?,
+                    ),
+                },
+            ));
+            regions.extend(relocated);
+            tables.push(TableChange {
+                table: id,
+                root: dir.root_node(),
+                entries: dir.len(),
                 regions,
-                relocated,
             });
         }
         let segment_heads = segment_heads_of(&w.table, stager.touched());
@@ -266,7 +280,6 @@ impl Inner {
             .copied()
             .collect();
         let staged = stager.finish()?;
-        let (tables, known) = record_tables(plans)?;
         let metrics = &self.counters.metrics;
         metrics.phase(Phase::Write, write_started.elapsed());
         // From here until `mark_committed` the head may already carry this overlay's
@@ -374,9 +387,11 @@ impl Inner {
     ) -> Result<Subtree> {
         match node.shape() {
             Shape::Empty => Ok(node.clone()),
-            Shape::Page(r) => {
-                let on_disk = |l: u64, checksum: u64| {
-                    Subtree::page(
+            Shape::Page(r) => match &r.loc {
+                PageLoc::Memory(m) => {
+                    let (l, checksum) =
+                        self.write_memory_page(table_id, m, locs, table, stager, written)?;
+                    Ok(Subtree::page(
                         node.arena(),
                         &PageRef {
                             loc: PageLoc::Disk(l),
@@ -384,25 +399,10 @@ impl Inner {
                             node: r.node,
                             count: r.count,
                         },
-                    )
-                };
-                match &r.loc {
-                    PageLoc::Memory(m) => match (m.page(), m.written()) {
-                        (Some(page), _) => {
-                            let (l, checksum) = self
-                                .write_page(table_id, &page, locs, table, stager, written.0)?;
-                            written.1.push((m.clone(), l, checksum));
-                            Ok(on_disk(l, checksum))
-                        }
-                        // Written and released by an earlier commit of the chain.
-                        (None, Some((l, checksum))) => Ok(on_disk(l, checksum)),
-                        (None, None) => Err(Error::internal(
-                            "an in-memory page was released before it was written",
-                        )),
-                    },
-                    PageLoc::Disk(_) => Ok(node.clone()),
+                    ))
                 }
-            }
+                PageLoc::Disk(_) => Ok(node.clone()),
+            },
             Shape::Branch(l, r) => {
                 let l = self.write_subtree(table_id, &l, locs, table, stager, written)?;
                 let r = self.write_subtree(table_id, &r, locs, table, stager, written)?;
@@ -426,27 +426,40 @@ impl Inner {
         moves: &mut Vec<(NodeId, u64, u64)>,
     ) -> Result<()> {
         for (id, r) in node.page_slots() {
-            let PageLoc::Memory(m) = &r.loc else {
-                continue;
-            };
-            let (l, checksum) = match (m.page(), m.written()) {
-                (Some(page), _) => {
-                    let (l, checksum) =
-                        self.write_page(table_id, &page, locs, table, stager, written.0)?;
-                    written.1.push((m.clone(), l, checksum));
-                    (l, checksum)
-                }
-                // Written and released by an earlier commit of the chain.
-                (None, Some(at)) => at,
-                (None, None) => {
-                    return Err(Error::internal(
-                        "an in-memory page was released before it was written",
-                    ))
-                }
-            };
-            moves.push((id, l, checksum));
+            if let PageLoc::Memory(m) = &r.loc {
+                let (l, checksum) =
+                    self.write_memory_page(table_id, m, locs, table, stager, written)?;
+                moves.push((id, l, checksum));
+            }
         }
         Ok(())
+    }
+
+    /// Where an in-memory page goes: written now (its location and checksum noted in
+    /// `written`, to release it from memory once durable), or where an earlier commit of the
+    /// chain wrote it.
+    fn write_memory_page(
+        &self,
+        table_id: TableId,
+        m: &Arc<MemoryPage>,
+        locs: &ValueLocs,
+        table: &mut crate::log::segments::SegmentTable,
+        stager: &mut Stager<'_>,
+        written: &mut WrittenPages<'_>,
+    ) -> Result<(u64, u64)> {
+        match (m.page(), m.written()) {
+            (Some(page), _) => {
+                let (l, checksum) =
+                    self.write_page(table_id, &page, locs, table, stager, written.0)?;
+                written.1.push((m.clone(), l, checksum));
+                Ok((l, checksum))
+            }
+            // Written and released by an earlier commit of the chain.
+            (None, Some(at)) => Ok(at),
+            (None, None) => Err(Error::internal(
+                "an in-memory page was released before it was written",
+            )),
+        }
     }
 
     /// Resolve one in-memory page's value pointers (new and relocated values), allocate its
@@ -486,62 +499,6 @@ impl Inner {
         written.push((l, page));
         Ok((l, checksum))
     }
-}
-
-/// One table's part of a commit: its regions as written, and what the writer knows of the
-/// resulting directory.
-struct TablePlan {
-    id: TableId,
-    /// The overlay's directory.
-    dir: Directory,
-    /// Whether the overlay's pages were moved to disk in place (so `dir`, with `relocated`
-    /// put in, is the result).
-    in_place: bool,
-    /// The overlay's changed regions, their pages on disk.
-    regions: Vec<Region>,
-    /// The regions the cleaner relocated, as written.
-    relocated: Vec<Region>,
-}
-
-/// What the writer has of a commit's resulting directories, by table.
-type KnownTables = Vec<(TableId, Known)>;
-
-/// The record's table changes, and the result's directories as far as the writer has them:
-/// the overlay's own (with the relocated regions put in, whose nodes are unchanged) when its
-/// pages moved in place, else a directory equal to the result.
-fn record_tables(plans: Vec<TablePlan>) -> Result<(Vec<TableChange>, KnownTables)> {
-    let mut tables = Vec::with_capacity(plans.len());
-    let mut known = Vec::with_capacity(plans.len());
-    for plan in plans {
-        let TablePlan {
-            id,
-            dir,
-            in_place,
-            mut regions,
-            relocated,
-        } = plan;
-        known.push((
-            id,
-            if !in_place {
-                Known::Equal(dir.clone())
-            } else if relocated.is_empty() {
-                Known::Built(dir.clone())
-            } else {
-                Known::Built(
-                    dir.replace_as(relocated.clone(), &dir)
-                        .map_err(|e| Error::internal(format!("relocating regions: {e}")))?,
-                )
-            },
-        ));
-        regions.extend(relocated);
-        tables.push(TableChange {
-            table: id,
-            root: dir.root_node(),
-            entries: dir.len(),
-            regions,
-        });
-    }
-    Ok((tables, known))
 }
 
 /// The fill of each segment of `ids`, in allocation order (segment ids grow as segments fill).
