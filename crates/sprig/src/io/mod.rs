@@ -114,11 +114,13 @@ impl BlockBuf {
 
     /// Append `bytes`, zero-padded to whole blocks.
     pub fn extend_from_bytes(&mut self, bytes: &[u8]) {
-        for chunk in bytes.chunks(BLOCK_BYTES) {
-            let mut block = Block([0u8; BLOCK_BYTES]);
-            block.0[..chunk.len()].copy_from_slice(chunk);
-            self.blocks.push(block);
-        }
+        // Grown in place and then copied into: a block built on the stack and pushed would be
+        // copied twice.
+        let start = self.len();
+        let n = bytes.len().div_ceil(BLOCK_BYTES);
+        self.blocks
+            .resize(self.blocks.len() + n, bytemuck::Zeroable::zeroed());
+        self.as_bytes_mut()[start..start + bytes.len()].copy_from_slice(bytes);
     }
 
     /// Remove every block, keeping the allocation.
@@ -414,6 +416,20 @@ mod tests {
 
     fn refuse(posix: PosixStorage) -> Result<Arc<dyn Storage>, (PosixStorage, io::Error)> {
         Err((posix, io::Error::from(io::ErrorKind::PermissionDenied)))
+    }
+
+    #[test]
+    fn appended_bytes_are_zero_padded_to_whole_blocks_after_what_was_there() {
+        let mut buf = BlockBuf::with_capacity(1);
+        buf.push_bytes(&[7u8; BLOCK_BYTES]);
+        let bytes: Vec<u8> = (0..BLOCK_BYTES + 100).map(|i| (i % 251) as u8 + 1).collect();
+        buf.extend_from_bytes(&bytes);
+        buf.extend_from_bytes(&[]);
+        assert_eq!(buf.block_count(), 3);
+        let all = buf.as_bytes();
+        assert!(all[..BLOCK_BYTES].iter().all(|b| *b == 7));
+        assert_eq!(&all[BLOCK_BYTES..BLOCK_BYTES + bytes.len()], &bytes[..]);
+        assert!(all[BLOCK_BYTES + bytes.len()..].iter().all(|b| *b == 0));
     }
 
     #[test]

@@ -11,7 +11,7 @@
 
 use crate::codec::{DecodeError, Put, Reader, Source};
 use crate::state::directory::{
-    Arena, Directory, DirectoryError, NodeId, PageLoc, PageRef, Region, Slot, Subtree,
+    Arena, Directory, DirectoryError, NodeId, PageLoc, PageRef, Slot, Subtree,
 };
 use crate::log::segments::{
     check_loc, check_segment_id, check_used_blocks, check_value_extent, loc_block, loc_segment,
@@ -767,7 +767,10 @@ pub fn apply_record_noting(
 /// gives when replayed: the same root, and the same pages (locations and checksums) at every
 /// replaced region.
 #[cfg(debug_assertions)]
-fn check_built(dir: &Directory, regions: &[Region], built: &Directory) -> Result<(), ApplyError> {
+fn check_built(
+    dir: &Directory,
+    regions: &[crate::state::directory::Region],
+    built: &Directory) -> Result<(), ApplyError> {
     let replayed = dir.replace(regions.to_vec())?;
     assert_eq!(replayed.root_node(), built.root_node(), "a built result with another root");
     assert_eq!(replayed.len(), built.len(), "a built result with another entry count");
