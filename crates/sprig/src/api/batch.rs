@@ -14,6 +14,7 @@ use crate::state::tables::{TableId, DEFAULT_TABLE_ID};
 use crate::state::version::Version;
 use crate::state::version::{overlay_bytes, OverlayParts, OverlayState};
 use crate::state::versions::Pin;
+use crate::state::{FastMap, FastSet};
 use crate::stats::ReadKind;
 use crate::write::cores::{both, map_on_cores};
 use crate::write::engine::Inner;
@@ -25,7 +26,7 @@ use crate::write::{Change, Region};
 use sprig_core::proof::ProofNode;
 use sprig_core::trie::{KeyPath, Node};
 use sprig_core::{MultiProof, Witness};
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 /// A change a batch holds for one key.
@@ -47,10 +48,10 @@ const GET_MANY_PARALLEL_MIN: usize = 2048;
 struct TableBatch {
     changes: BTreeMap<KeyPath, Op>,
     reads: BTreeSet<KeyPath>,
-    pages: HashMap<Prefix, Arc<Page>>,
+    pages: FastMap<Prefix, Arc<Page>>,
     /// The region (in the base version) of every key whose page is loaded, so that a key is
     /// found in the directory once per batch, not at each of its prefetch, get and finish.
-    located: HashMap<KeyPath, Prefix>,
+    located: FastMap<KeyPath, Prefix>,
 }
 
 /// A set of reads and changes on one version, not yet applied. Changes to any number of
@@ -561,7 +562,7 @@ impl WriteBatch {
         let mut wanted: Vec<(Prefix, PageRef)> = Vec::new();
         let mut located = Vec::with_capacity(keys.len());
         let mut found = Vec::with_capacity(keys.len());
-        let mut queued = HashSet::new();
+        let mut queued = FastSet::default();
         // The keys not located yet, found in the directory together (their walks overlap).
         let new: Vec<KeyPath> = keys
             .iter()

@@ -422,7 +422,9 @@ mod tests {
     fn appended_bytes_are_zero_padded_to_whole_blocks_after_what_was_there() {
         let mut buf = BlockBuf::with_capacity(1);
         buf.push_bytes(&[7u8; BLOCK_BYTES]);
-        let bytes: Vec<u8> = (0..BLOCK_BYTES + 100).map(|i| (i % 251) as u8 + 1).collect();
+        let bytes: Vec<u8> = (0..BLOCK_BYTES + 100)
+            .map(|i| (i % 251) as u8 + 1)
+            .collect();
         buf.extend_from_bytes(&bytes);
         buf.extend_from_bytes(&[]);
         assert_eq!(buf.block_count(), 3);

@@ -13,3 +13,11 @@ pub mod tables;
 pub mod union;
 pub mod version;
 pub mod versions;
+
+/// A hash map for a batch's key paths and regions: foldhash, randomly seeded per map (key
+/// paths may be chosen by users, so not a fixed hash of some of their bytes), several times
+/// faster than the standard library's SipHash on 32-byte keys.
+pub type FastMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
+
+/// The set of a [`FastMap`].
+pub type FastSet<K> = std::collections::HashSet<K, foldhash::fast::RandomState>;

@@ -12,11 +12,10 @@ use crate::state::tables::TableId;
 use crate::state::version::Version;
 use crate::stats::ReadKind;
 use sprig_core::trie::KeyPath;
-use std::collections::HashMap;
 use std::sync::Arc;
 
 /// Loaded pages, by region.
-pub type PagesByRegion = HashMap<Prefix, Arc<Page>>;
+pub type PagesByRegion = crate::state::FastMap<Prefix, Arc<Page>>;
 
 impl Inner {
     /// Load the pages of the given regions: from memory, the cache, or the SSD (all misses
@@ -152,7 +151,7 @@ impl Inner {
     ) -> Result<(PagesByRegion, Vec<Prefix>)> {
         let located = dir.locate_many(keys);
         let mut wanted: Vec<(Prefix, PageRef)> = Vec::new();
-        let mut seen = std::collections::HashSet::new();
+        let mut seen = crate::state::FastSet::default();
         let mut regions = Vec::with_capacity(located.len());
         for (prefix, page) in located {
             regions.push(prefix);
