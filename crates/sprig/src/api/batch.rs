@@ -26,7 +26,7 @@ use crate::write::{Change, Region};
 use sprig_core::proof::ProofNode;
 use sprig_core::trie::{KeyPath, Node};
 use sprig_core::{MultiProof, Witness};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 /// A change a batch holds for one key.
@@ -46,8 +46,9 @@ const GET_MANY_PARALLEL_MIN: usize = 2048;
 /// The reads, changes and loaded pages of one table in a batch.
 #[derive(Default)]
 struct TableBatch {
-    changes: BTreeMap<KeyPath, Op>,
-    reads: BTreeSet<KeyPath>,
+    /// Hashed, not ordered: `finish` sorts them once.
+    changes: FastMap<KeyPath, Op>,
+    reads: FastSet<KeyPath>,
     pages: FastMap<Prefix, Arc<Page>>,
     /// The region (in the base version) of every key whose page is loaded, so that a key is
     /// found in the directory once per batch, not at each of its prefetch, get and finish.
@@ -638,7 +639,7 @@ impl WriteBatch {
         }
         self.inner.counters.hashes_needed(hashes_needed);
         for (_, subtree) in parts.regions.values().flatten() {
-            crate::log::record::for_each_page_ref(subtree, &mut |_| parts.new_pages += 1);
+            parts.new_pages += subtree.pages_below();
         }
         let charge = self.inner.overlay_memory.charge(
             overlay_bytes(parts.new_pages, &parts.new_values),
@@ -699,11 +700,14 @@ impl WriteBatch {
             let (located, wanted, _) = self.locate(table, &touched)?;
             (located, wanted)
         };
-        let ops = self
+        let mut ops: Vec<(KeyPath, Op)> = self
             .tables
             .get_mut(&id)
             .map(|t| std::mem::take(&mut t.changes))
-            .unwrap_or_default();
+            .unwrap_or_default()
+            .into_iter()
+            .collect();
+        ops.sort_unstable_by_key(|(key, _)| *key);
         // Upserts take the stored value from the pages just loaded.
         let mut resolver = None;
         let mut changes: Vec<Change> = Vec::with_capacity(ops.len());

@@ -59,6 +59,11 @@ impl NodeId {
         self == NodeId::EMPTY
     }
 
+    /// Whether this is a page.
+    pub fn is_page(self) -> bool {
+        self.page_index().is_some()
+    }
+
     fn of(kind: u32, index: u32) -> NodeId {
         assert!(
             index <= INDEX_MASK,

@@ -190,6 +190,19 @@ impl Subtree {
         walk_pages(&self.arena, self.id, Prefix::root(), &mut |_, _, r| f(&r));
     }
 
+    /// How many pages lie below: a walk of the branches alone, reading no page slot.
+    pub fn pages_below(&self) -> u64 {
+        let mut n = 0u64;
+        let mut stack = vec![self.id];
+        while let Some(id) = stack.pop() {
+            match self.arena.children(id) {
+                Some((l, r)) => stack.extend([r, l]),
+                None => n += u64::from(id.is_page()),
+            }
+        }
+        n
+    }
+
     /// Every page below with the id of its slot (valid while this reference lives), in key
     /// order: what a commit moves to disk in place ([`Arena::move_to_disk`]).
     pub fn page_slots(&self) -> Vec<(NodeId, PageRef)> {
@@ -1009,6 +1022,7 @@ mod tests {
                 let want: Vec<Prefix> = sorted(&model).into_iter().filter(|(_, l)| l.is_some()).map(|(p, _)| p).collect();
                 prop_assert_eq!(pages.iter().map(|(p, _)| *p).collect::<Vec<_>>(), want);
                 prop_assert_eq!(dir.page_count(), pages.len() as u64);
+                prop_assert_eq!(dir.tree().pages_below(), pages.len() as u64);
                 for key in &keys {
                     let (pos, page) = dir.locate(key);
                     let leaf = model.iter().find(|(p, _)| p.contains(key)).map(|(p, l)| (*p, *l));
