@@ -46,6 +46,10 @@ pub struct RunResult {
     pub batch_ms_p50: f64,
     /// Batch latency, 99th percentile, ms.
     pub batch_ms_p99: f64,
+    /// The slowest batch, ms (a checkpoint or a compaction shows here before it shows in the
+    /// 99th percentile).
+    #[serde(default)]
+    pub batch_ms_max: Option<f64>,
     /// Mean time a batch spent reading, ms.
     pub read_ms_mean: f64,
     /// Mean time a batch spent committing (root, witness, durable write), ms.
@@ -163,6 +167,7 @@ fn rows(results: &[RunResult], base: Option<&RunResult>, fio: Option<FioIops>) -
         "per fio IOPS".to_string(),
         "batch p50 ms".to_string(),
         "batch p99 ms".to_string(),
+        "batch max ms".to_string(),
         "read ms".to_string(),
         "read-phase reads/s".to_string(),
         "÷ fio QD32".to_string(),
@@ -184,6 +189,7 @@ fn rows(results: &[RunResult], base: Option<&RunResult>, fio: Option<FioIops>) -
             opt(fio.map(|f| r.units_per_sec / f.qd32), 3),
             format!("{:.1}", r.batch_ms_p50),
             format!("{:.1}", r.batch_ms_p99),
+            opt(r.batch_ms_max, 1),
             format!("{:.1}", r.read_ms_mean),
             opt(r.read_phase_reads_per_sec, 0),
             opt(

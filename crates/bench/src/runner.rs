@@ -360,6 +360,7 @@ pub fn run(
         units_per_sec: units as f64 / timed.as_secs_f64().max(1e-9),
         batch_ms_p50: quantile(&batch_ms, 0.5),
         batch_ms_p99: quantile(&batch_ms, 0.99),
+        batch_ms_max: batch_ms.iter().copied().reduce(f64::max),
         read_ms_mean: read_total.as_secs_f64() * 1e3 / n,
         commit_ms_mean: commit_total.as_secs_f64() * 1e3 / n,
         commit_cpu_ms_mean: Some(commit_cpu.as_secs_f64() * 1e3 / n),

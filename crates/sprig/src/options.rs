@@ -70,6 +70,13 @@ pub struct Options {
     /// Write a checkpoint once the commit log holds this many bytes since the last one; it
     /// bounds the time to open. Default: 64 MiB.
     pub checkpoint_log_bytes: u64,
+    /// Write automatic checkpoints on a background thread: the commit that starts one returns
+    /// once the log is rotated (a checkpoint of a large directory takes seconds to write and
+    /// sync), and the next checkpoint waits for it. A background checkpoint that fails poisons
+    /// writing at the first commit after it, as a failed write does; nothing is lost, the
+    /// older checkpoint and logs stay until a checkpoint is durable. [`crate::Db::checkpoint`]
+    /// always waits. Default: true.
+    pub background_checkpoints: bool,
     /// The cleaner keeps disk use below this multiple of the latest version's live data, not
     /// counting what older retained versions and open readers still hold (which no cleaner can
     /// reclaim before they go; see [`crate::Stats::space_amplification`]). Default: 2.0. At
@@ -104,6 +111,7 @@ impl Default for Options {
             sync: SyncPolicy::default(),
             segment_bytes: 64 << 20,
             checkpoint_log_bytes: 64 << 20,
+            background_checkpoints: true,
             max_space_amplification: 2.0,
             auto_clean: true,
             retained_versions: 4,

@@ -751,6 +751,9 @@ impl Db {
 
     /// Write a checkpoint now: of the oldest retained version, so that the next open replays
     /// only the commit records of the retained versions (and every one of them survives).
+    /// Returns once it is durable, after waiting for an automatic checkpoint still being
+    /// written in the background (see [`crate::Options::background_checkpoints`]), whose
+    /// failure it returns.
     ///
     /// ```
     /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -767,7 +770,7 @@ impl Db {
     /// ```
     pub fn checkpoint(&self) -> Result<()> {
         let mut w = self.inner.log.writer.lock();
-        self.inner.checkpoint_locked(&mut w)
+        self.inner.checkpoint_locked(&mut w, false)
     }
 
     /// Counters and sizes.

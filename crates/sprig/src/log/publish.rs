@@ -17,7 +17,7 @@
 //! directory and the result becomes the latest version.
 
 use crate::error::{Error, Result};
-use crate::io::BlockBuf;
+use crate::io::{BlockBuf, Storage};
 use crate::log::checkpoint::{checkpoint_file_name, Checkpoint};
 use crate::log::record::{apply_record_noting, CommitRecord, Known};
 use crate::log::recovery::Snapshot;
@@ -246,6 +246,8 @@ impl Log {
         table: SegmentTable,
         touched: &BTreeSet<u32>,
     ) -> Result<Snapshot> {
+        // A checkpoint still being written would delete files by the old numbering.
+        w.finish_checkpoint()?;
         self.sync_segments(touched)?;
         self.storage
             .sync_dir()
@@ -297,19 +299,26 @@ impl Log {
 
     /// Start a new commit log and write a checkpoint of the oldest retained version (whose
     /// directory is `oldest`), so a reopen replays every retained version; then delete the
-    /// logs and checkpoints older than it. `head_seq` is the latest commit.
+    /// logs and checkpoints older than it. `head_seq` is the latest commit. With
+    /// `background`, the checkpoint's file is written and the older files deleted on a
+    /// background thread after the log is rotated, and this returns at once.
     ///
-    /// Order: the new log is created; the old one is closed by a synced rotation record
-    /// (which makes every commit so far durable, in any sync policy, and tells recovery where
-    /// the log goes on); the checkpoint is made durable; only then are older files deleted.
-    /// A failure poisons the writer.
+    /// Order: a checkpoint still being written is waited for; the new log is created; the
+    /// old one is closed by a synced rotation record (which makes every commit so far
+    /// durable, in any sync policy, and tells recovery where the log goes on); the checkpoint
+    /// is made durable; only then are older files deleted. Until then a reopen recovers from
+    /// the older checkpoint and logs, which go on into the new log. A failure poisons the
+    /// writer: here, or for a background checkpoint at the first commit after it failed
+    /// ([`Writer::poll_checkpoint`]).
     pub(crate) fn checkpoint(
         &self,
         w: &mut Writer,
         oldest: &Tables,
         head_seq: u64,
+        background: bool,
     ) -> Result<()> {
         w.guarded(|w| {
+            w.finish_checkpoint()?;
             let snapshot = w
                 .history
                 .front()
@@ -325,32 +334,22 @@ impl Log {
             w.wal()?.append_rotation(new_wal_id, head_seq)?;
             w.replace_wal(wal);
             w.log_durable = true;
-            Checkpoint {
+            let checkpoint = Checkpoint {
                 seq: snapshot.seq,
                 wal_id: snapshot.wal_id,
                 wal_offset: snapshot.wal_end,
                 durable_seq: head_seq,
-                table: snapshot.table.clone(),
+                table: snapshot.table,
                 tables: oldest.clone(),
+            };
+            let storage = self.storage.clone();
+            let job = move || store_checkpoint(storage.as_ref(), &checkpoint);
+            if background {
+                w.start_checkpoint(Box::new(job))
+            } else {
+                w.checkpoint_seq = job()?;
+                Ok(())
             }
-            .store(self.storage.as_ref())?;
-            w.checkpoint_seq = snapshot.seq;
-            // Older logs and checkpoints are no longer needed; a failure to delete costs space
-            // only.
-            if let Ok(names) = self.storage.list() {
-                for name in names {
-                    let old = crate::log::wal::parse_wal_file_name(&name)
-                        .is_some_and(|id| id < snapshot.wal_id)
-                        || crate::log::checkpoint::parse_checkpoint_file_name(&name)
-                            .is_some_and(|seq| seq < snapshot.seq);
-                    if old {
-                        // Failpoint (feature `failpoints`): old files partly deleted.
-                        failpoint!("checkpoint.deleting_old");
-                        let _ = self.storage.remove(&name);
-                    }
-                }
-            }
-            Ok(())
         })
     }
 
@@ -396,4 +395,26 @@ impl Log {
         }
         Ok(deleted)
     }
+}
+
+/// Make `checkpoint` durable, then delete the logs and checkpoints older than it (a failure to
+/// delete costs space only). Returns its sequence number.
+fn store_checkpoint(storage: &dyn Storage, checkpoint: &Checkpoint) -> Result<u64> {
+    let _span = tracing::debug_span!(target: "sprig", "sprig.checkpoint.store", seq = checkpoint.seq)
+        .entered();
+    checkpoint.store(storage)?;
+    if let Ok(names) = storage.list() {
+        for name in names {
+            let old = crate::log::wal::parse_wal_file_name(&name)
+                .is_some_and(|id| id < checkpoint.wal_id)
+                || crate::log::checkpoint::parse_checkpoint_file_name(&name)
+                    .is_some_and(|seq| seq < checkpoint.seq);
+            if old {
+                // Failpoint (feature `failpoints`): old files partly deleted.
+                failpoint!("checkpoint.deleting_old");
+                let _ = storage.remove(&name);
+            }
+        }
+    }
+    Ok(checkpoint.seq)
 }

@@ -37,6 +37,41 @@ pub(crate) struct Writer {
     /// Snapshot files whose header could not be read, with the reason: each pins every
     /// segment (what it needs is unknown) until deleted.
     pub damaged_snapshots: BTreeMap<String, String>,
+    /// The checkpoint being written on a background thread, if any.
+    checkpointing: Checkpointing,
+}
+
+/// What a background checkpoint returns: the sequence number of the checkpoint it made
+/// durable.
+pub(crate) type CheckpointJob = Box<dyn FnOnce() -> Result<u64> + Send>;
+
+/// A checkpoint written on a background thread (its file, then the deletion of the logs and
+/// checkpoints it supersedes). At most one runs: the writer waits for it before starting
+/// another, before anything else replaces files (a bulk load), and when it is dropped.
+#[derive(Default)]
+struct Checkpointing(Option<std::thread::JoinHandle<Result<u64>>>);
+
+impl Checkpointing {
+    /// Wait for the checkpoint, if one runs: the sequence number it made durable.
+    fn join(&mut self) -> Result<Option<u64>> {
+        match self.0.take() {
+            None => Ok(None),
+            Some(handle) => match handle.join() {
+                Ok(result) => result.map(Some),
+                Err(_) => Err(Error::internal("the checkpoint thread panicked")),
+            },
+        }
+    }
+}
+
+impl Drop for Checkpointing {
+    fn drop(&mut self) {
+        // Nothing is lost when it failed: the older checkpoint and logs it would have replaced
+        // are still there, and the next open recovers from them.
+        if let Err(e) = self.join() {
+            tracing::error!(target: "sprig", "a background checkpoint failed: {e}");
+        }
+    }
 }
 
 impl Writer {
@@ -57,7 +92,40 @@ impl Writer {
             log_durable: true,
             snapshots: BTreeMap::new(),
             damaged_snapshots: BTreeMap::new(),
+            checkpointing: Checkpointing::default(),
         }
+    }
+
+    /// Run `job` (a checkpoint) on a background thread. Fails if one runs already (the
+    /// caller waits for it first: [`Writer::finish_checkpoint`]).
+    pub fn start_checkpoint(&mut self, job: CheckpointJob) -> Result<()> {
+        if self.checkpointing.0.is_some() {
+            return Err(Error::internal("a checkpoint started while another runs"));
+        }
+        let handle = std::thread::Builder::new()
+            .name("sprig-checkpoint".into())
+            .spawn(job)
+            .map_err(|e| Error::io("starting", "the checkpoint thread", e))?;
+        self.checkpointing.0 = Some(handle);
+        Ok(())
+    }
+
+    /// Wait for the background checkpoint, if one runs, and adopt it. Call inside
+    /// [`Writer::guarded`]: its failure poisons, as a failed write does.
+    pub fn finish_checkpoint(&mut self) -> Result<()> {
+        if let Some(seq) = self.checkpointing.join()? {
+            self.checkpoint_seq = seq;
+        }
+        Ok(())
+    }
+
+    /// [`Writer::finish_checkpoint`] if the background checkpoint is done (its failure
+    /// surfaces at the first commit after it); otherwise nothing.
+    pub fn poll_checkpoint(&mut self) -> Result<()> {
+        if self.checkpointing.0.as_ref().is_some_and(|h| h.is_finished()) {
+            self.finish_checkpoint()?;
+        }
+        Ok(())
     }
 
     /// The highest segment id that must be neither cleaned nor deleted (every one up to it is

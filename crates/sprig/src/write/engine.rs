@@ -113,8 +113,10 @@ impl Inner {
     /// Housekeeping after a commit: checkpoint when the log has grown, delete segments no
     /// version needs any more.
     pub fn after_commit(&self, w: &mut Writer) -> Result<()> {
+        // A background checkpoint that failed poisons here, at the first commit after it.
+        w.guarded(|w| w.poll_checkpoint())?;
         if w.log_position()?.1 >= self.options.checkpoint_log_bytes {
-            self.checkpoint_locked(w)?;
+            self.checkpoint_locked(w, self.options.background_checkpoints)?;
         }
         self.delete_unneeded_segments(w)?;
         self.record_gauges(w);
@@ -155,8 +157,9 @@ impl Inner {
     }
 
     /// Checkpoint the oldest retained version and rotate the log (see
-    /// [`Log::checkpoint`]).
-    pub fn checkpoint_locked(&self, w: &mut Writer) -> Result<()> {
+    /// [`Log::checkpoint`]), the checkpoint's file written on a background thread with
+    /// `background`.
+    pub fn checkpoint_locked(&self, w: &mut Writer, background: bool) -> Result<()> {
         let _span = tracing::debug_span!(target: "sprig", "sprig.checkpoint").entered();
         w.check_writable()?;
         let seq = w
@@ -165,7 +168,8 @@ impl Inner {
             .map(|s| s.seq)
             .ok_or_else(|| Error::internal("no version to checkpoint"))?;
         let oldest = self.versions.retained_version(seq)?;
-        self.log.checkpoint(w, &oldest.tables, self.head().seq)?;
+        self.log
+            .checkpoint(w, &oldest.tables, self.head().seq, background)?;
         self.counters.checkpoint();
         Ok(())
     }

@@ -26,14 +26,25 @@ pub fn test_seed(name: &str, default: u64) -> u64 {
 }
 
 /// Options of every test database: small segments and an early checkpoint, so a few commits
-/// reach every kind of file and an automatic checkpoint.
+/// reach every kind of file and an automatic checkpoint. Checkpoints are written on the
+/// committing thread, so that a workload's storage steps come in one order every run (the
+/// crash and fault tests number them); [`background_options`] writes them in the background.
 pub fn options() -> Options {
     Options {
         hasher: Some(Hasher::Blake3),
         page_cache_bytes: 1 << 20,
         segment_bytes: 1 << 20,
         checkpoint_log_bytes: 3 << 10,
+        background_checkpoints: false,
         ..Options::default()
+    }
+}
+
+/// [`options`] with automatic checkpoints written on a background thread (the default).
+pub fn background_options() -> Options {
+    Options {
+        background_checkpoints: true,
+        ..options()
     }
 }
 
