@@ -10,7 +10,10 @@ set -euo pipefail
 old=$1; new=$2; rounds=$3; dir=${4:-$(mktemp -d)}
 mkdir -p "$dir"
 rm -f "$dir/ab-rounds.txt"
-row() { grep -E "^ +sprig" | awk '{print $2, "cpu", $11, "rss", $(NF-1)}'; }
+# The result row's figures by position; binaries since d8522b3 print a "batch max ms" column
+# before "commit CPU ms".
+row() { awk '/engine/ { shift = ($0 ~ /batch max ms/) ? 1 : 0 }
+             /^ +sprig/ { print $2, "cpu", $(11 + shift), "rss", $(NF - 1) }'; }
 for r in $(seq 1 "$rounds"); do
   for b in old new; do
     bin=$old; [ "$b" = new ] && bin=$new

@@ -122,6 +122,11 @@ pub struct EngineArgs {
     #[arg(long, value_enum, default_value = "io-uring")]
     #[serde(default)]
     pub sprig_io: SprigIo,
+    /// Sprig only: write automatic checkpoints on a background thread
+    /// (`Options::background_checkpoints`).
+    #[arg(long)]
+    #[serde(default)]
+    pub sprig_background_checkpoints: bool,
 }
 
 fn default_retained() -> usize {
@@ -167,6 +172,9 @@ impl EngineArgs {
         }
         if self.sprig_io == SprigIo::Posix {
             v.push("posix I/O".to_string());
+        }
+        if self.sprig_background_checkpoints {
+            v.push("background checkpoints".to_string());
         }
         v.join(", ")
     }

@@ -30,6 +30,9 @@ fn engine_flags(args: &EngineArgs, engine: EngineKind) -> Vec<String> {
     if args.serial_reads {
         v.push("--serial-reads".into());
     }
+    if engine == EngineKind::Sprig && args.sprig_background_checkpoints {
+        v.push("--sprig-background-checkpoints".into());
+    }
     if engine == EngineKind::Sprig {
         for (flag, value) in [
             (

@@ -71,11 +71,15 @@ pub struct Options {
     /// bounds the time to open. Default: 64 MiB.
     pub checkpoint_log_bytes: u64,
     /// Write automatic checkpoints on a background thread: the commit that starts one returns
-    /// once the log is rotated (a checkpoint of a large directory takes seconds to write and
-    /// sync), and the next checkpoint waits for it. A background checkpoint that fails poisons
-    /// writing at the first commit after it, as a failed write does; nothing is lost, the
-    /// older checkpoint and logs stay until a checkpoint is durable. [`crate::Db::checkpoint`]
-    /// always waits. Default: true.
+    /// once the log is rotated (a checkpoint of a large directory takes from a tenth of a
+    /// second to seconds to write and sync), and the next checkpoint waits for it. The cost is
+    /// memory: the checkpoint holds the directory version it writes, so the nodes the commits
+    /// made meanwhile replace are freed only when it ends (utxo at 10M entries with a 16 MiB
+    /// cache: peak RSS 108–119 MiB in runs crossing a checkpoint, against 95 MiB inline; the
+    /// slowest batch 93–175 ms against 196–271 ms). A background checkpoint that fails
+    /// poisons writing at the first commit after it, as a failed write does; nothing is lost,
+    /// the older checkpoint and logs stay until a checkpoint is durable.
+    /// [`crate::Db::checkpoint`] always waits. Default: false.
     pub background_checkpoints: bool,
     /// The cleaner keeps disk use below this multiple of the latest version's live data, not
     /// counting what older retained versions and open readers still hold (which no cleaner can
@@ -111,7 +115,7 @@ impl Default for Options {
             sync: SyncPolicy::default(),
             segment_bytes: 64 << 20,
             checkpoint_log_bytes: 64 << 20,
-            background_checkpoints: true,
+            background_checkpoints: false,
             max_space_amplification: 2.0,
             auto_clean: true,
             retained_versions: 4,

@@ -34,13 +34,15 @@ const OP_DELETE: u8 = 0;
 const OP_PUT: u8 = 1;
 
 /// The options of every database the tool makes: small segments and early checkpoints, so
-/// a short run rotates segments and logs, writes checkpoints and cleans.
+/// a short run rotates segments and logs, writes checkpoints and cleans; checkpoints are
+/// written on a background thread, so kills also land while one runs beside the commits.
 pub fn db_options() -> Options {
     Options {
         hasher: Some(Hasher::Blake3),
         page_cache_bytes: 8 << 20,
         segment_bytes: 1 << 20,
         checkpoint_log_bytes: 256 << 10,
+        background_checkpoints: true,
         ..Options::default()
     }
 }

@@ -40,6 +40,7 @@ fn options(args: &EngineArgs) -> Options {
             SprigIo::IoUring => sprig::IoBackend::IoUring,
             SprigIo::Posix => sprig::IoBackend::Posix,
         },
+        background_checkpoints: args.sprig_background_checkpoints,
         ..Options::default()
     }
 }

@@ -40,7 +40,7 @@ pub fn options() -> Options {
     }
 }
 
-/// [`options`] with automatic checkpoints written on a background thread (the default).
+/// [`options`] with automatic checkpoints written on a background thread.
 pub fn background_options() -> Options {
     Options {
         background_checkpoints: true,
