@@ -76,10 +76,12 @@ pub struct Options {
     /// memory: the checkpoint holds the directory version it writes, so the nodes the commits
     /// made meanwhile replace are freed only when it ends (utxo at 10M entries with a 16 MiB
     /// cache: peak RSS 108–119 MiB in runs crossing a checkpoint, against 95 MiB inline; the
-    /// slowest batch 93–175 ms against 196–271 ms). A background checkpoint that fails
-    /// poisons writing at the first commit after it, as a failed write does; nothing is lost,
-    /// the older checkpoint and logs stay until a checkpoint is durable.
-    /// [`crate::Db::checkpoint`] always waits. Default: false.
+    /// slowest batch 93–175 ms against 196–271 ms). A background checkpoint that fails is
+    /// returned by the first writing operation to start after it has ended, before that
+    /// operation changes anything, and poisons writing as a failed write does (a database
+    /// dropped first only logs it); nothing is lost, the older checkpoint and logs stay until
+    /// a checkpoint is durable. [`crate::Db::checkpoint`] always waits, and so does dropping
+    /// the database. Default: false.
     pub background_checkpoints: bool,
     /// The cleaner keeps disk use below this multiple of the latest version's live data, not
     /// counting what older retained versions and open readers still hold (which no cleaner can

@@ -218,7 +218,7 @@ pub struct Stats {
     pub cached_pages: u64,
     /// Commits since open.
     pub commits: u64,
-    /// Checkpoints written since open.
+    /// Checkpoints started since open (a background one counts when it starts).
     pub checkpoints: u64,
     /// Hash computations the finished batches needed at the least, the floor their CPU is
     /// compared with: internal nodes on the changed keys' paths

@@ -7,9 +7,11 @@
 //! (root, count, every value, scans, proofs, `Db::check`), never a mix; then it must take a
 //! new commit that survives a further power loss.
 //!
-//! The same again with automatic checkpoints written on a background thread: the steps then
-//! interleave differently from run to run, so step N may fall elsewhere than in the run that
-//! counted them (a run that ends before it is skipped), but every crash must still recover.
+//! The same again with automatic checkpoints written on a background thread: their steps run
+//! on that thread, and how they interleave with the commits' steps varies from run to run, so
+//! step N may fall elsewhere than in the run that counted them (a run that ends before it is
+//! skipped), but every crash must still recover. Such a failure is not replayable from its
+//! seed alone. (`background_checkpoints.rs` forces commits to run beside a checkpoint.)
 //!
 //! Replay a failure with `SPRIG_TEST_SEED=<seed> cargo test --test crash_points`.
 

@@ -82,7 +82,7 @@ impl Db {
         check_snapshot_name(name)?;
         let inner = &self.inner;
         let mut w = inner.log.writer.lock();
-        w.check_writable()?;
+        w.begin_write()?;
         if w.snapshots.contains_key(name) || w.damaged_snapshots.contains_key(name) {
             return Err(Error::SnapshotExists(name.to_string()));
         }
@@ -156,7 +156,7 @@ impl Db {
         check_snapshot_name(name)?;
         let inner = &self.inner;
         let mut w = inner.log.writer.lock();
-        w.check_writable()?;
+        w.begin_write()?;
         if !w.snapshots.contains_key(name) && !w.damaged_snapshots.contains_key(name) {
             return Err(Error::NoSuchSnapshot(name.to_string()));
         }
@@ -258,7 +258,7 @@ impl Db {
         let _span = tracing::info_span!(target: "sprig", "sprig.snapshot.restore", name).entered();
         let view = self.open_snapshot(name)?;
         let mut w = self.inner.log.writer.lock();
-        w.check_writable()?;
+        w.begin_write()?;
         if !w.snapshots.contains_key(name) {
             return Err(Error::NoSuchSnapshot(name.to_string()));
         }

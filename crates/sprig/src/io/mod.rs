@@ -432,6 +432,12 @@ mod tests {
         assert!(all[..BLOCK_BYTES].iter().all(|b| *b == 7));
         assert_eq!(&all[BLOCK_BYTES..BLOCK_BYTES + bytes.len()], &bytes[..]);
         assert!(all[BLOCK_BYTES + bytes.len()..].iter().all(|b| *b == 0));
+        // Reused after `clear` (as the commit's stager is): no stale byte shows in the padding.
+        buf.clear();
+        buf.extend_from_bytes(&[3u8; 10]);
+        assert_eq!(buf.block_count(), 1);
+        assert!(buf.as_bytes()[..10].iter().all(|b| *b == 3));
+        assert!(buf.as_bytes()[10..].iter().all(|b| *b == 0));
     }
 
     #[test]

@@ -308,8 +308,8 @@ impl Log {
     /// durable, in any sync policy, and tells recovery where the log goes on); the checkpoint
     /// is made durable; only then are older files deleted. Until then a reopen recovers from
     /// the older checkpoint and logs, which go on into the new log. A failure poisons the
-    /// writer: here, or for a background checkpoint at the first commit after it failed
-    /// ([`Writer::poll_checkpoint`]).
+    /// writer: here, or for a background checkpoint at the start of the first writing
+    /// operation after it failed ([`Writer::begin_write`]).
     pub(crate) fn checkpoint(
         &self,
         w: &mut Writer,
@@ -342,14 +342,16 @@ impl Log {
                 table: snapshot.table,
                 tables: oldest.clone(),
             };
-            let storage = self.storage.clone();
-            let job = move || store_checkpoint(storage.as_ref(), &checkpoint);
+            let checkpoint = std::sync::Arc::new(checkpoint);
             if background {
-                w.start_checkpoint(Box::new(job))
-            } else {
-                w.checkpoint_seq = job()?;
-                Ok(())
+                let (storage, job_checkpoint) = (self.storage.clone(), checkpoint.clone());
+                let job = move || store_checkpoint(storage.as_ref(), &job_checkpoint);
+                if w.start_checkpoint(Box::new(job))? {
+                    return Ok(());
+                }
             }
+            w.checkpoint_seq = store_checkpoint(self.storage.as_ref(), &checkpoint)?;
+            Ok(())
         })
     }
 

@@ -96,18 +96,26 @@ impl Writer {
         }
     }
 
-    /// Run `job` (a checkpoint) on a background thread. Fails if one runs already (the
+    /// Run `job` (a checkpoint) on a background thread: false if the thread could not be
+    /// started (the caller writes the checkpoint itself). Fails if one runs already (the
     /// caller waits for it first: [`Writer::finish_checkpoint`]).
-    pub fn start_checkpoint(&mut self, job: CheckpointJob) -> Result<()> {
+    pub fn start_checkpoint(&mut self, job: CheckpointJob) -> Result<bool> {
         if self.checkpointing.0.is_some() {
             return Err(Error::internal("a checkpoint started while another runs"));
         }
-        let handle = std::thread::Builder::new()
+        match std::thread::Builder::new()
             .name("sprig-checkpoint".into())
             .spawn(job)
-            .map_err(|e| Error::io("starting", "the checkpoint thread", e))?;
-        self.checkpointing.0 = Some(handle);
-        Ok(())
+        {
+            Ok(handle) => {
+                self.checkpointing.0 = Some(handle);
+                Ok(true)
+            }
+            Err(e) => {
+                tracing::warn!(target: "sprig", "no checkpoint thread ({e}): checkpointing inline");
+                Ok(false)
+            }
+        }
     }
 
     /// Wait for the background checkpoint, if one runs, and adopt it. Call inside
@@ -119,11 +127,13 @@ impl Writer {
         Ok(())
     }
 
-    /// [`Writer::finish_checkpoint`] if the background checkpoint is done (its failure
-    /// surfaces at the first commit after it); otherwise nothing.
-    pub fn poll_checkpoint(&mut self) -> Result<()> {
+    /// Fail unless writes are allowed ([`Writer::check_writable`]), after taking in a
+    /// background checkpoint that has finished: its failure poisons here, at the start of the
+    /// first writing operation after it, which then has changed nothing.
+    pub fn begin_write(&mut self) -> Result<()> {
+        self.check_writable()?;
         if self.checkpointing.0.as_ref().is_some_and(|h| h.is_finished()) {
-            self.finish_checkpoint()?;
+            self.guarded(|w| w.finish_checkpoint())?;
         }
         Ok(())
     }

@@ -14,9 +14,11 @@ pub mod union;
 pub mod version;
 pub mod versions;
 
-/// A hash map for a batch's key paths and regions: foldhash, randomly seeded per map (key
-/// paths may be chosen by users, so not a fixed hash of some of their bytes), several times
-/// faster than the standard library's SipHash on 32-byte keys.
+/// A hash map for a batch's key paths and regions: foldhash, randomly seeded per map, several
+/// times faster than the standard library's SipHash on 32-byte keys. Key paths may be chosen
+/// by users, so not a fixed hash of some of their bytes (which structured keys would make
+/// collide); foldhash claims only minimal resistance to deliberate collisions, and a batch
+/// is its builder's own input.
 pub type FastMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
 
 /// The set of a [`FastMap`].

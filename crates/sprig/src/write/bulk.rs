@@ -555,7 +555,7 @@ impl Inner {
     {
         let inner = self;
         let mut w = inner.log.writer.lock();
-        w.check_writable()?;
+        w.begin_write()?;
         let head = inner.head();
         if head.seq != 0 || head.tables.total_len() != 0 || head.tables.count() != 1 {
             return Err(Error::NotEmpty("a bulk load"));

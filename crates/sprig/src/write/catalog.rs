@@ -61,7 +61,7 @@ impl Inner {
     /// Commit a catalog change; returns the commit and the id of the table it concerns.
     pub(crate) fn change_catalog(&self, change: CatalogChange) -> Result<(CommitInfo, TableId)> {
         let mut w = self.log.writer.lock();
-        w.check_writable()?;
+        w.begin_write()?;
         let head = self.head();
         let seq = head
             .seq

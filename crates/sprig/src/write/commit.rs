@@ -56,6 +56,7 @@ impl Inner {
         let _span = tracing::debug_span!(target: "sprig", "sprig.commit", seq = version.seq).entered();
         let started = Instant::now();
         let mut w = self.log.writer.lock();
+        w.begin_write()?;
         let mut chain: Vec<Arc<Version>> = Vec::new();
         let mut v = version.clone();
         while let Some(o) = &v.overlay {

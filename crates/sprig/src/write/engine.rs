@@ -113,8 +113,6 @@ impl Inner {
     /// Housekeeping after a commit: checkpoint when the log has grown, delete segments no
     /// version needs any more.
     pub fn after_commit(&self, w: &mut Writer) -> Result<()> {
-        // A background checkpoint that failed poisons here, at the first commit after it.
-        w.guarded(|w| w.poll_checkpoint())?;
         if w.log_position()?.1 >= self.options.checkpoint_log_bytes {
             self.checkpoint_locked(w, self.options.background_checkpoints)?;
         }

@@ -154,7 +154,7 @@ impl Inner {
     {
         let inner = self;
         let mut w = inner.log.writer.lock();
-        w.check_writable()?;
+        w.begin_write()?;
         let head = inner.head();
         let mut import = Import::new(inner, &w, &head, target, options)?;
         let result = changes

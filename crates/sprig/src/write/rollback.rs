@@ -26,7 +26,7 @@ impl Inner {
     /// Make the retained version `seq` the latest again (see `Db::rollback_to`).
     pub(crate) fn rollback_to(&self, seq: u64) -> Result<CommitInfo> {
         let mut w = self.log.writer.lock();
-        w.check_writable()?;
+        w.begin_write()?;
         let target = self.versions.retained_version(seq)?;
         self.make_latest(&mut w, &target)
     }
