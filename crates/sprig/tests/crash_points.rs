@@ -11,7 +11,9 @@
 //! on that thread, and how they interleave with the commits' steps varies from run to run, so
 //! step N may fall elsewhere than in the run that counted them (a run that ends before it is
 //! skipped), but every crash must still recover. Such a failure is not replayable from its
-//! seed alone. (`background_checkpoints.rs` forces commits to run beside a checkpoint.)
+//! seed alone. The counting run must show checkpoint steps made off the workload's thread;
+//! how many workload steps came between them is reported (`background_checkpoints.rs`
+//! forces commits to run beside a checkpoint).
 //!
 //! Replay a failure with `SPRIG_TEST_SEED=<seed> cargo test --test crash_points`.
 
@@ -35,6 +37,10 @@ struct Tally {
     in_flight_recovered: u64,
     /// Runs (background checkpoints only) that ended before their crash step.
     skipped: u64,
+    /// Steps of the counting runs made off the workload's thread (background checkpoints).
+    background_steps: u64,
+    /// Workload steps made between two such steps of one checkpoint.
+    interleaved: u64,
     failures: Vec<String>,
 }
 
@@ -139,6 +145,25 @@ fn enumerate(seed: u64, run_options: &Options, tally: &mut Tally) {
     }
     drop(out);
     let trace = reference.trace();
+    if run_options.background_checkpoints {
+        // The checkpoints' steps ran on a thread of their own, and (timing allowing) commits'
+        // steps came between them.
+        let threads = reference.trace_threads();
+        let me = std::thread::current().id();
+        let off: Vec<usize> = (0..trace.len())
+            .filter(|i| threads.get(*i).is_some_and(|t| *t != me))
+            .collect();
+        assert!(
+            off.iter().any(|i| trace[*i].1.starts_with("ckpt-")),
+            "no checkpoint step ran off the workload's thread"
+        );
+        tally.background_steps += off.len() as u64;
+        tally.interleaved += off
+            .windows(2)
+            .map(|w| (w[1] - w[0] - 1) as u64)
+            .filter(|gap| *gap < 64)
+            .sum::<u64>();
+    }
     for (step, (kind, file)) in trace.iter().enumerate() {
         for mode in CrashMode::ALL {
             tally.explored += 1;
@@ -164,12 +189,15 @@ fn run(name: &str, default_seed: u64, run_options: &Options) -> Tally {
     }
     println!(
         "crash points explored: {}, acknowledged commits lost: {}, partial commits: {}, \
-         in-flight commit recovered: {}, runs ended before their crash step: {}, failures: {}",
+         in-flight commit recovered: {}, runs ended before their crash step: {}, steps off \
+         the workload's thread: {} (workload steps between them: {}), failures: {}",
         tally.explored,
         tally.lost,
         tally.partial,
         tally.in_flight_recovered,
         tally.skipped,
+        tally.background_steps,
+        tally.interleaved,
         tally.failures.len()
     );
     assert_no_failures(&tally.failures);

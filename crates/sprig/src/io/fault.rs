@@ -168,6 +168,8 @@ struct State {
     crash_at: Option<u64>,
     faults: Vec<Fault>,
     trace: Option<Vec<(StepKind, String)>>,
+    /// The thread that made each traced step.
+    trace_threads: Option<Vec<std::thread::ThreadId>>,
 }
 
 /// An in-memory directory that separates written from durable data, crashes on demand and
@@ -288,6 +290,9 @@ impl State {
     fn trace(&mut self, kind: StepKind, name: &str) {
         if let Some(t) = self.trace.as_mut() {
             t.push((kind, name.to_string()));
+        }
+        if let Some(t) = self.trace_threads.as_mut() {
+            t.push(std::thread::current().id());
         }
     }
 
@@ -410,6 +415,7 @@ impl State {
             crash_at: None,
             faults: Vec::new(),
             trace: self.trace.as_ref().map(|_| Vec::new()),
+            trace_threads: self.trace_threads.as_ref().map(|_| Vec::new()),
         }
     }
 
@@ -465,6 +471,7 @@ impl FaultStorage {
                 crash_at: None,
                 faults: Vec::new(),
                 trace: None,
+                trace_threads: None,
             })),
         }
     }
@@ -487,13 +494,20 @@ impl FaultStorage {
 
     /// Record what each step does (see [`FaultStorage::trace`]).
     pub fn record_trace(&self, on: bool) {
-        self.state.lock().trace = on.then(Vec::new);
+        let mut state = self.state.lock();
+        state.trace = on.then(Vec::new);
+        state.trace_threads = on.then(Vec::new);
     }
 
     /// What each step did, by step number, if recording (the file it touched, for renames the
     /// source).
     pub fn trace(&self) -> Vec<(StepKind, String)> {
         self.state.lock().trace.clone().unwrap_or_default()
+    }
+
+    /// The thread that made each step of [`FaultStorage::trace`], by step number.
+    pub fn trace_threads(&self) -> Vec<std::thread::ThreadId> {
+        self.state.lock().trace_threads.clone().unwrap_or_default()
     }
 
     /// The counters.
@@ -543,6 +557,7 @@ impl FaultStorage {
                 crash_at: None,
                 faults: Vec::new(),
                 trace: None,
+                trace_threads: None,
             })),
         }
     }
