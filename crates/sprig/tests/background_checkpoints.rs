@@ -185,6 +185,29 @@ fn commit_until_a_checkpoint(db: &Db, model: &mut ReferenceModel, next: &mut u64
     panic!("no automatic checkpoint in 500 commits");
 }
 
+/// A new database on gated in-memory storage, the gate set to `mode` once the database's
+/// first checkpoint (written by its creation) is installed.
+fn open_gated(mode: Mode) -> (Arc<Gate>, Arc<dyn Storage>, Db) {
+    let gate = Gate::new(Mode::Pass);
+    let storage: Arc<dyn Storage> = Arc::new(Gated {
+        inner: MemoryStorage::new(),
+        gate: gate.clone(),
+    });
+    let db = Db::open_with_storage(storage.clone(), options()).unwrap();
+    gate.set(mode);
+    (gate, storage, db)
+}
+
+/// A commit on `db` (which would follow `model`, keys from `next`) is refused as poisoned.
+fn assert_poisoned(db: &Db, model: &ReferenceModel, mut next: u64) {
+    let again = commit(db, &mut model.clone(), &mut next);
+    assert!(
+        matches!(again, Err(Error::Poisoned(_))),
+        "{:?}",
+        again.map(|_| ())
+    );
+}
+
 fn assert_state(db: &Db, seq: u64, model: &ReferenceModel) {
     assert_eq!(db.seq(), seq);
     assert_eq!(db.root(), model.root());
@@ -193,14 +216,7 @@ fn assert_state(db: &Db, seq: u64, model: &ReferenceModel) {
 
 #[test]
 fn commits_go_on_while_a_checkpoint_is_being_written() {
-    let gate = Gate::new(Mode::Pass);
-    let storage: Arc<dyn Storage> = Arc::new(Gated {
-        inner: MemoryStorage::new(),
-        gate: gate.clone(),
-    });
-    // Creating the database installs its first checkpoint; the gate acts on the next ones.
-    let db = Db::open_with_storage(storage.clone(), options()).unwrap();
-    gate.set(Mode::Hold);
+    let (gate, storage, db) = open_gated(Mode::Hold);
     let (mut model, mut next) = (ReferenceModel::new(Hasher::Blake3), 0u64);
     let started = commit_until_a_checkpoint(&db, &mut model, &mut next);
     // The checkpoint's file is written and waits at the gate to be installed ...
@@ -225,14 +241,7 @@ fn commits_go_on_while_a_checkpoint_is_being_written() {
 
 #[test]
 fn a_failed_background_checkpoint_poisons_the_next_commit_and_loses_nothing() {
-    let gate = Gate::new(Mode::Pass);
-    let storage: Arc<dyn Storage> = Arc::new(Gated {
-        inner: MemoryStorage::new(),
-        gate: gate.clone(),
-    });
-    // Creating the database installs its first checkpoint; the gate acts on the next ones.
-    let db = Db::open_with_storage(storage.clone(), options()).unwrap();
-    gate.set(Mode::Fail);
+    let (gate, storage, db) = open_gated(Mode::Fail);
     let (mut model, mut next) = (ReferenceModel::new(Hasher::Blake3), 0u64);
     let mut acked = commit_until_a_checkpoint(&db, &mut model, &mut next);
     gate.wait_for("the checkpoint to fail", |s| s.failed > 0);
@@ -258,12 +267,7 @@ fn a_failed_background_checkpoint_poisons_the_next_commit_and_loses_nothing() {
         other => panic!("the failed checkpoint did not surface as itself: {other:?}"),
     }
     assert_state(&db, acked, &model);
-    let again = commit(&db, &mut model.clone(), &mut next.clone());
-    assert!(
-        matches!(again, Err(Error::Poisoned(_))),
-        "{:?}",
-        again.map(|_| ())
-    );
+    assert_poisoned(&db, &model, next);
     drop(db);
     gate.set(Mode::Pass);
     // The older checkpoint and logs were kept: the reopened database holds every acknowledged
@@ -276,26 +280,14 @@ fn a_failed_background_checkpoint_poisons_the_next_commit_and_loses_nothing() {
 
 #[test]
 fn an_explicit_checkpoint_returns_the_failure_of_a_background_one() {
-    let gate = Gate::new(Mode::Pass);
-    let storage: Arc<dyn Storage> = Arc::new(Gated {
-        inner: MemoryStorage::new(),
-        gate: gate.clone(),
-    });
-    // Creating the database installs its first checkpoint; the gate acts on the next ones.
-    let db = Db::open_with_storage(storage.clone(), options()).unwrap();
-    gate.set(Mode::Fail);
+    let (gate, storage, db) = open_gated(Mode::Fail);
     let (mut model, mut next) = (ReferenceModel::new(Hasher::Blake3), 0u64);
     let acked = commit_until_a_checkpoint(&db, &mut model, &mut next);
     gate.wait_for("the checkpoint to fail", |s| s.failed > 0);
     gate.set(Mode::Pass);
     let failed = db.checkpoint();
     assert!(matches!(failed, Err(Error::Io { .. })), "{failed:?}");
-    let again = commit(&db, &mut model.clone(), &mut next.clone());
-    assert!(
-        matches!(again, Err(Error::Poisoned(_))),
-        "{:?}",
-        again.map(|_| ())
-    );
+    assert_poisoned(&db, &model, next);
     drop(db);
     let db = Db::open_with_storage(storage, options()).unwrap();
     assert_state(&db, acked, &model);

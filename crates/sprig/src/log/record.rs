@@ -864,11 +864,6 @@ fn apply_unions(
     Ok(next)
 }
 
-/// Visit every page under `node`.
-pub fn for_each_page_ref(node: &Subtree, f: &mut dyn FnMut(&PageRef)) {
-    node.for_each_page(f);
-}
-
 /// Call `f` with the location of every on-disk page of `dir` that replacing the regions at
 /// `prefixes` supersedes.
 pub fn for_each_replaced_disk_page<'a>(
@@ -884,7 +879,7 @@ pub fn for_each_replaced_disk_page<'a>(
 
 /// Visit the location of every on-disk page under `node`.
 pub fn for_each_disk_page(node: &Subtree, f: &mut dyn FnMut(u64)) {
-    for_each_page_ref(node, &mut |p| {
+    node.for_each_page(&mut |p| {
         if let PageLoc::Disk(l) = p.loc {
             f(l);
         }
