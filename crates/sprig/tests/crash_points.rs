@@ -5,7 +5,9 @@
 //! data dropped; a random subset of unsynced pages kept; one page torn). The database reopened
 //! from what survived must hold exactly the last acknowledged commit or the one in flight
 //! (root, count, every value, scans, proofs, `Db::check`), never a mix; then it must take a
-//! new commit that survives a further power loss.
+//! new commit that survives a further power loss. A commit larger than one staged run (the
+//! workload's value-log fill) has its full runs written on a thread of its own while the next
+//! is staged; the counting run must show such writes, so the crash points cover them.
 //!
 //! The same again with automatic checkpoints written on a background thread: their steps run
 //! on that thread, and how they interleave with the commits' steps varies from run to run, so
@@ -41,6 +43,9 @@ struct Tally {
     background_steps: u64,
     /// Workload steps made between two such steps of one checkpoint.
     interleaved: u64,
+    /// Segment writes of the counting runs made on a commit's run writer (the stager's own
+    /// thread, which writes a commit's full runs while the next is staged).
+    run_writer_steps: u64,
     failures: Vec<String>,
 }
 
@@ -145,16 +150,27 @@ fn enumerate(seed: u64, run_options: &Options, tally: &mut Tally) {
     }
     drop(out);
     let trace = reference.trace();
+    let threads = reference.trace_threads();
+    let me = std::thread::current().id();
+    tally.run_writer_steps += (0..trace.len())
+        .filter(|i| trace[*i].1.starts_with("seg-"))
+        .filter(|i| threads.get(*i).is_some_and(|t| *t != me))
+        .count() as u64;
     if run_options.background_checkpoints {
         // The checkpoints' steps ran on a thread of their own, and (timing allowing) commits'
         // steps came between them.
-        let threads = reference.trace_threads();
-        let me = std::thread::current().id();
+        // (Segment writes run on the commits' run writers too: a checkpoint's thread is one
+        // that wrote a checkpoint file.)
+        let checkpointers: Vec<_> = (0..trace.len())
+            .filter(|i| trace[*i].1.starts_with("ckpt-"))
+            .filter_map(|i| threads.get(i).copied())
+            .filter(|t| *t != me)
+            .collect();
         let off: Vec<usize> = (0..trace.len())
-            .filter(|i| threads.get(*i).is_some_and(|t| *t != me))
+            .filter(|i| threads.get(*i).is_some_and(|t| checkpointers.contains(t)))
             .collect();
         assert!(
-            off.iter().any(|i| trace[*i].1.starts_with("ckpt-")),
+            !off.is_empty(),
             "no checkpoint step ran off the workload's thread"
         );
         tally.background_steps += off.len() as u64;
@@ -190,7 +206,8 @@ fn run(name: &str, default_seed: u64, run_options: &Options) -> Tally {
     println!(
         "crash points explored: {}, acknowledged commits lost: {}, partial commits: {}, \
          in-flight commit recovered: {}, runs ended before their crash step: {}, steps off \
-         the workload's thread: {} (workload steps between them: {}), failures: {}",
+         the workload's thread: {} (workload steps between them: {}), segment writes on a \
+         commit's run writer: {}, failures: {}",
         tally.explored,
         tally.lost,
         tally.partial,
@@ -198,9 +215,15 @@ fn run(name: &str, default_seed: u64, run_options: &Options) -> Tally {
         tally.skipped,
         tally.background_steps,
         tally.interleaved,
+        tally.run_writer_steps,
         tally.failures.len()
     );
     assert_no_failures(&tally.failures);
+    // The crash points cover the segment writes made beside a commit's staging.
+    assert!(
+        tally.run_writer_steps > 0,
+        "no segment write ran on a commit's run writer"
+    );
     assert_eq!(tally.lost, 0);
     assert_eq!(tally.partial, 0);
     tally

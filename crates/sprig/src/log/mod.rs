@@ -14,6 +14,7 @@ pub mod record;
 pub mod recovery;
 pub mod segments;
 pub mod snapshots;
+pub mod stager;
 pub mod wal;
 pub mod writer;
 

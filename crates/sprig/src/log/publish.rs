@@ -17,14 +17,12 @@
 //! directory and the result becomes the latest version.
 
 use crate::error::{Error, Result};
-use crate::io::{BlockBuf, Storage};
+use crate::io::Storage;
 use crate::log::checkpoint::{checkpoint_file_name, Checkpoint};
 use crate::log::record::{apply_record_noting, CommitRecord, Known};
 use crate::log::recovery::Snapshot;
-use crate::io::BLOCK_BYTES;
-use crate::log::segments::{
-    loc_block, loc_offset, loc_segment, segment_file_name, SegmentTable, Segments,
-};
+use crate::log::segments::{segment_file_name, SegmentTable};
+use crate::log::stager::Staged;
 use crate::log::wal::{wal_file_name, Wal, FLAG_PRIOR_DURABLE, FLAG_SYNCED};
 use crate::log::writer::Writer;
 use crate::log::Log;
@@ -32,106 +30,6 @@ use crate::options::SyncPolicy;
 use crate::state::tables::{TableId, Tables};
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
-
-/// Blocks staged for writing: consecutive blocks are gathered in one aligned buffer of at
-/// most [`STAGE_BLOCKS`] blocks and written with one call when the buffer is full, when the
-/// next block is not contiguous, or at the end. A commit's extra memory for its writes is this
-/// buffer, whatever its size; nothing is synced here.
-pub(crate) struct Stager<'a> {
-    segments: &'a Segments,
-    buf: BlockBuf,
-    /// Where the staged run starts.
-    start: u64,
-    /// Bytes written so far.
-    bytes: u64,
-    /// Segments written to.
-    touched: BTreeSet<u32>,
-}
-
-/// The largest run staged before it is written (1 MiB).
-pub(crate) const STAGE_BLOCKS: usize = 256;
-
-/// What a stager wrote (none of it synced).
-#[derive(Debug, Default)]
-pub(crate) struct Staged {
-    pub bytes: u64,
-    pub touched: BTreeSet<u32>,
-}
-
-impl<'a> Stager<'a> {
-    /// An empty stager writing to `segments`.
-    pub fn new(segments: &'a Segments) -> Stager<'a> {
-        Stager {
-            segments,
-            buf: BlockBuf::with_capacity(STAGE_BLOCKS),
-            start: 0,
-            bytes: 0,
-            touched: BTreeSet::new(),
-        }
-    }
-
-    /// Stage `bytes` (whole blocks) for location `loc`.
-    pub fn push(&mut self, loc: u64, bytes: &[u8]) -> Result<()> {
-        self.touched.insert(loc_segment(loc));
-        let blocks = bytes.len() / BLOCK_BYTES;
-        if blocks * BLOCK_BYTES != bytes.len() {
-            return Err(Error::internal("staging a partial block"));
-        }
-        let contiguous = !self.buf.is_empty()
-            && loc_segment(self.start) == loc_segment(loc)
-            && u64::from(loc_block(self.start)) + self.buf.block_count() as u64
-                == u64::from(loc_block(loc));
-        if !contiguous || self.buf.block_count() + blocks > STAGE_BLOCKS {
-            self.flush()?;
-        }
-        if blocks > STAGE_BLOCKS {
-            // Larger than the buffer (a big value): written from an aligned copy of its own.
-            return self.write_run(loc, &BlockBuf::from_bytes(bytes));
-        }
-        if self.buf.is_empty() {
-            self.start = loc;
-        }
-        self.buf.extend_from_bytes(bytes);
-        Ok(())
-    }
-
-    /// Write what is staged.
-    pub fn flush(&mut self) -> Result<()> {
-        if self.buf.is_empty() {
-            return Ok(());
-        }
-        let buf = std::mem::take(&mut self.buf);
-        let result = self.write_run(self.start, &buf);
-        self.buf = buf;
-        self.buf.clear();
-        result
-    }
-
-    fn write_run(&mut self, start: u64, buf: &BlockBuf) -> Result<()> {
-        let segment = loc_segment(start);
-        let file = self.segments.file(segment, true)?;
-        file.write_at(buf.as_bytes(), loc_offset(start))
-            .map_err(|e| Error::io("writing", segment_file_name(segment), e))?;
-        self.bytes += buf.len() as u64;
-        Ok(())
-    }
-
-    /// The segments staged to so far.
-    pub fn touched(&self) -> &BTreeSet<u32> {
-        &self.touched
-    }
-
-    /// Write what is left; what was written, for the publication that makes it durable.
-    pub fn finish(mut self) -> Result<Staged> {
-        self.flush()?;
-        // Failpoint (feature `failpoints`): written, not synced.
-        failpoint!("commit.pages_written");
-        Ok(Staged {
-            bytes: self.bytes,
-            touched: self.touched,
-        })
-    }
-}
 
 /// The blocks a publication makes durable: `staged`, written and not synced; `created` are
 /// the segments whose files they created.

@@ -5,7 +5,8 @@
 use super::engine::Inner;
 use super::CommitInfo;
 use crate::error::{Error, Result};
-use crate::log::publish::{Blocks, Published, Stager};
+use crate::log::publish::{Blocks, Published};
+use crate::log::stager::Stager;
 use crate::log::record::{CommitRecord, Known, TableChange};
 use crate::log::segments::{encode_value_record, value_blocks};
 use crate::log::writer::Writer;

@@ -24,7 +24,8 @@
 //! exactly the pages one rewrite of the whole region would: a region is split only when its
 //! new puts alone overflow a page, and then its layout splits at that bit too.
 
-use crate::log::publish::{Blocks, Stager};
+use crate::log::publish::Blocks;
+use crate::log::stager::Stager;
 use super::rewrite::{merge_sparse_with, page_node, rewrite_regions, RegionWork};
 use super::commit::{segment_heads_of, ValueLocs};
 use crate::log::segments::value_blocks;

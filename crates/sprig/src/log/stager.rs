@@ -1,0 +1,319 @@
+//! Blocks staged for writing to the segment files: a commit's (or an import's) pages and values
+//! are gathered in runs of consecutive blocks, and each full run is written on a thread of the
+//! stager's own while the next is staged, so the SSD's write time overlaps the staging's CPU.
+//!
+//! Nothing is synced here; the publish path ([`crate::log::publish`]) syncs what was written.
+//! The storage sees the same operations in the same order as if every run were written on the
+//! caller's thread: at most one run is in flight, and the stager waits for it before its next
+//! storage operation of any kind (opening a segment file, a write of its own, the end).
+
+use crate::error::{Error, Result};
+use crate::io::{BlockBuf, StorageFile, BLOCK_BYTES};
+use crate::log::segments::{loc_block, loc_offset, loc_segment, segment_file_name, Segments};
+use std::collections::BTreeSet;
+use std::sync::mpsc::{channel, Receiver, Sender};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+/// Blocks staged for writing: consecutive blocks are gathered in one aligned buffer of at most
+/// [`STAGE_BLOCKS`] blocks, handed to the run writer when the buffer is full or the next block
+/// is not contiguous, and the last run is written at the end. A commit's extra memory for its
+/// writes is two such buffers (the one staged, the one in flight), whatever its size.
+pub(crate) struct Stager<'a> {
+    segments: &'a Segments,
+    buf: BlockBuf,
+    /// Where the staged run starts.
+    start: u64,
+    /// Bytes handed out for writing so far.
+    bytes: u64,
+    /// Segments written to.
+    touched: BTreeSet<u32>,
+    /// The thread writing full runs, started with the first one (a small commit has none).
+    writer: Option<RunWriter>,
+}
+
+/// The largest run staged before it is written (1 MiB).
+pub(crate) const STAGE_BLOCKS: usize = 256;
+
+/// What a stager wrote (none of it synced).
+#[derive(Debug, Default)]
+pub(crate) struct Staged {
+    pub bytes: u64,
+    pub touched: BTreeSet<u32>,
+}
+
+impl<'a> Stager<'a> {
+    /// An empty stager writing to `segments`.
+    pub fn new(segments: &'a Segments) -> Stager<'a> {
+        Stager {
+            segments,
+            buf: BlockBuf::with_capacity(STAGE_BLOCKS),
+            start: 0,
+            bytes: 0,
+            touched: BTreeSet::new(),
+            writer: None,
+        }
+    }
+
+    /// Stage `bytes` (whole blocks) for location `loc`.
+    pub fn push(&mut self, loc: u64, bytes: &[u8]) -> Result<()> {
+        self.touched.insert(loc_segment(loc));
+        let blocks = bytes.len() / BLOCK_BYTES;
+        if blocks * BLOCK_BYTES != bytes.len() {
+            return Err(Error::internal("staging a partial block"));
+        }
+        let contiguous = !self.buf.is_empty()
+            && loc_segment(self.start) == loc_segment(loc)
+            && u64::from(loc_block(self.start)) + self.buf.block_count() as u64
+                == u64::from(loc_block(loc));
+        if !contiguous || self.buf.block_count() + blocks > STAGE_BLOCKS {
+            self.hand_off()?;
+        }
+        if blocks > STAGE_BLOCKS {
+            // Larger than the buffer (a big value): written here, from an aligned copy of its
+            // own, once the run in flight is done.
+            self.wait()?;
+            let file = self.segments.file(loc_segment(loc), true)?;
+            self.bytes += bytes.len() as u64;
+            return write_run(&*file, loc, &BlockBuf::from_bytes(bytes));
+        }
+        if self.buf.is_empty() {
+            self.start = loc;
+        }
+        self.buf.extend_from_bytes(bytes);
+        Ok(())
+    }
+
+    /// Hand the staged run to the run writer (after the one in flight is done, whose buffer
+    /// then takes the next run), or write it here if no thread can be started.
+    fn hand_off(&mut self) -> Result<()> {
+        if self.buf.is_empty() {
+            return Ok(());
+        }
+        let spare = self.wait()?;
+        let file = self.segments.file(loc_segment(self.start), true)?;
+        self.bytes += self.buf.len() as u64;
+        if self.writer.is_none() {
+            self.writer = RunWriter::start();
+        }
+        let Some(writer) = self.writer.as_mut() else {
+            write_run(&*file, self.start, &self.buf)?;
+            self.buf.clear();
+            return Ok(());
+        };
+        let mut next = spare.unwrap_or_else(|| BlockBuf::with_capacity(STAGE_BLOCKS));
+        next.clear();
+        let run = Run {
+            file,
+            start: self.start,
+            buf: std::mem::replace(&mut self.buf, next),
+        };
+        writer.send(run)
+    }
+
+    /// Wait for the run in flight, if any: its error, or its buffer to reuse.
+    fn wait(&mut self) -> Result<Option<BlockBuf>> {
+        match self.writer.as_mut() {
+            Some(w) => w.wait(),
+            None => Ok(None),
+        }
+    }
+
+    /// The segments staged to so far.
+    pub fn touched(&self) -> &BTreeSet<u32> {
+        &self.touched
+    }
+
+    /// Write what is staged, and wait for every write: everything pushed so far can be read
+    /// back from the files.
+    pub fn flush(&mut self) -> Result<()> {
+        self.wait()?;
+        if !self.buf.is_empty() {
+            let file = self.segments.file(loc_segment(self.start), true)?;
+            self.bytes += self.buf.len() as u64;
+            write_run(&*file, self.start, &self.buf)?;
+            self.buf.clear();
+        }
+        Ok(())
+    }
+
+    /// Write what is left and wait for every write; what was written, for the publication that
+    /// makes it durable.
+    pub fn finish(mut self) -> Result<Staged> {
+        self.flush()?;
+        // Failpoint (feature `failpoints`): written, not synced.
+        failpoint!("commit.pages_written");
+        Ok(Staged {
+            bytes: self.bytes,
+            touched: std::mem::take(&mut self.touched),
+        })
+    }
+}
+
+/// Write `buf` at location `start`.
+fn write_run(file: &dyn StorageFile, start: u64, buf: &BlockBuf) -> Result<()> {
+    file.write_at(buf.as_bytes(), loc_offset(start))
+        .map_err(|e| Error::io("writing", segment_file_name(loc_segment(start)), e))
+}
+
+/// One run for the run writer.
+struct Run {
+    file: Arc<dyn StorageFile>,
+    start: u64,
+    buf: BlockBuf,
+}
+
+/// A thread that writes the runs sent to it, one at a time, and sends each buffer back with
+/// the result. It ends when the stager is dropped (after the run in flight, if any).
+struct RunWriter {
+    runs: Option<Sender<Run>>,
+    done: Receiver<(BlockBuf, Result<()>)>,
+    /// Whether a run was sent whose result is not yet taken.
+    in_flight: bool,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl RunWriter {
+    /// Start the thread; `None` if it cannot be started (the stager then writes on its own
+    /// thread).
+    fn start() -> Option<RunWriter> {
+        let (runs, todo) = channel::<Run>();
+        let (report, done) = channel();
+        let thread = std::thread::Builder::new()
+            .name("sprig-stager".into())
+            .spawn(move || {
+                for run in todo {
+                    let result = write_run(&*run.file, run.start, &run.buf);
+                    if report.send((run.buf, result)).is_err() {
+                        return;
+                    }
+                }
+            })
+            .ok()?;
+        Some(RunWriter {
+            runs: Some(runs),
+            done,
+            in_flight: false,
+            thread: Some(thread),
+        })
+    }
+
+    /// Send `run` (nothing may be in flight).
+    fn send(&mut self, run: Run) -> Result<()> {
+        assert!(!self.in_flight, "a run handed off while another is in flight");
+        let sent = self.runs.as_ref().is_some_and(|r| r.send(run).is_ok());
+        if !sent {
+            return Err(self.lost());
+        }
+        self.in_flight = true;
+        Ok(())
+    }
+
+    /// The result of the run in flight and its buffer (`None` when nothing is in flight).
+    fn wait(&mut self) -> Result<Option<BlockBuf>> {
+        if !self.in_flight {
+            return Ok(None);
+        }
+        self.in_flight = false;
+        match self.done.recv() {
+            Ok((buf, result)) => result.map(|()| Some(buf)),
+            Err(_) => Err(self.lost()),
+        }
+    }
+
+    /// The thread is gone: it panicked (the panic is resumed here), or it ended otherwise.
+    fn lost(&mut self) -> Error {
+        self.runs = None;
+        if let Some(Err(panic)) = self.thread.take().map(JoinHandle::join) {
+            std::panic::resume_unwind(panic);
+        }
+        Error::internal("the stager's writing thread ended")
+    }
+}
+
+impl Drop for RunWriter {
+    fn drop(&mut self) {
+        // Closing the channel ends the thread once the run in flight (if any) is written.
+        self.runs = None;
+        if let Some(thread) = self.thread.take() {
+            let _ended = thread.join();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::io::{Fault, FaultKind, FaultStorage, OpClass, StepKind, Storage};
+    use crate::log::segments::loc;
+    use sprig_core::Hasher;
+
+    fn segments(storage: &FaultStorage) -> Segments {
+        let storage: Arc<dyn Storage> = Arc::new(storage.clone());
+        Segments::new(storage, Hasher::Blake3, 1 << 20)
+    }
+
+    /// Every run reaches the file, in order, whether written beside the staging or at the
+    /// end; the storage sees one write per run.
+    #[test]
+    fn runs_are_written_in_order_beside_the_staging() {
+        let storage = FaultStorage::new(7);
+        storage.record_trace(true);
+        let segs = segments(&storage);
+        let mut stager = Stager::new(&segs);
+        // Three full runs and a partial one in segment 0, then one block in segment 1.
+        let blocks = 3 * STAGE_BLOCKS + 5;
+        for b in 0..blocks {
+            let byte = (b % 251) as u8;
+            stager.push(loc(0, b as u32), &[byte; BLOCK_BYTES]).unwrap();
+        }
+        stager.push(loc(1, 0), &[9u8; BLOCK_BYTES]).unwrap();
+        let staged = stager.finish().unwrap();
+        assert_eq!(staged.bytes, (blocks as u64 + 1) * BLOCK_BYTES as u64);
+        assert_eq!(staged.touched, BTreeSet::from([0, 1]));
+        let file = segs.file(0, false).unwrap();
+        let mut back = vec![0u8; blocks * BLOCK_BYTES];
+        file.read_at(&mut back, 0).unwrap();
+        for (b, block) in back.chunks(BLOCK_BYTES).enumerate() {
+            assert!(block.iter().all(|x| *x == (b % 251) as u8), "block {b}");
+        }
+        // Which thread wrote each run: the runs handed off (the full ones, and the partial one
+        // when segment 1 began) on the stager's own, the last (written by `finish`) on this
+        // one.
+        let me = std::thread::current().id();
+        let writers: Vec<bool> = storage
+            .trace()
+            .into_iter()
+            .zip(storage.trace_threads())
+            .filter(|((kind, _), _)| *kind == StepKind::Write)
+            .map(|(_, thread)| thread == me)
+            .collect();
+        assert_eq!(writers, [false, false, false, false, true]);
+    }
+
+    /// A failed write beside the staging is reported by the stager's next step.
+    #[test]
+    fn a_failed_run_is_reported() {
+        let storage = FaultStorage::new(8);
+        storage.add_fault(Fault {
+            class: OpClass::Write,
+            index: 0,
+            kind: FaultKind::Eio,
+            persistent: false,
+        });
+        let segs = segments(&storage);
+        let mut stager = Stager::new(&segs);
+        let mut failed = None;
+        for b in 0..(2 * STAGE_BLOCKS + 1) {
+            if let Err(e) = stager.push(loc(0, b as u32), &[1u8; BLOCK_BYTES]) {
+                failed = Some(e);
+                break;
+            }
+        }
+        let failed = match failed {
+            Some(e) => e,
+            None => stager.finish().expect_err("the first run's write failed"),
+        };
+        assert!(failed.to_string().contains("writing"), "{failed}");
+    }
+}
