@@ -3,8 +3,14 @@
 //! helper cores piece by piece as it becomes ready, for the parts of a batch and a commit that
 //! share nothing (rewriting regions, also while their pages arrive from the SSD; finding values
 //! in loaded pages; the witness beside the new directory).
+//!
+//! The helpers are threads started once for the process (a rayon-core pool, one fewer than the
+//! cores: the calling thread is the last), so handing them work costs a wake-up. Starting a
+//! thread per batch cost up to 2 ms before it ran whenever the caller's core was busy (the new
+//! thread starts on its parent's core). The calling thread always takes a share itself.
 
 use parking_lot::{Condvar, Mutex};
+use rayon_core::{ThreadPool, ThreadPoolBuilder};
 use std::collections::VecDeque;
 use std::sync::OnceLock;
 
@@ -15,6 +21,25 @@ pub(crate) fn cores() -> usize {
     *CORES.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
 }
 
+/// The helper threads, started on first use; `None` on one core, or if they cannot be started
+/// (then everything runs on the calling thread).
+fn helpers() -> Option<&'static ThreadPool> {
+    static HELPERS: OnceLock<Option<ThreadPool>> = OnceLock::new();
+    HELPERS
+        .get_or_init(|| {
+            let n = cores().saturating_sub(1);
+            if n == 0 {
+                return None;
+            }
+            ThreadPoolBuilder::new()
+                .num_threads(n)
+                .thread_name(|i| format!("sprig-helper-{i}"))
+                .build()
+                .ok()
+        })
+        .as_ref()
+}
+
 /// `f` of every item, in the items' order: on every core when there are at least `min` items
 /// (one share per core, the calling thread taking the first), else on the calling thread. A
 /// panic in a share is resumed on the calling thread.
@@ -23,50 +48,51 @@ pub(crate) fn map_on_cores<T: Sync, R: Send>(
     min: usize,
     f: impl Fn(&T) -> R + Sync,
 ) -> Vec<R> {
-    let n = cores();
-    if n < 2 || items.len() < min.max(2) {
+    let pool = helpers().filter(|_| items.len() >= min.max(2));
+    let Some(pool) = pool else {
         return items.iter().map(&f).collect();
-    }
+    };
     let f = &f;
-    let share = items.len().div_ceil(n);
-    std::thread::scope(|s| {
-        let mut shares = items.chunks(share);
-        let first = shares.next().unwrap_or_default();
-        let helpers: Vec<_> = shares
-            .map(|part| s.spawn(move || part.iter().map(f).collect::<Vec<R>>()))
-            .collect();
-        let mut out: Vec<R> = Vec::with_capacity(items.len());
-        out.extend(first.iter().map(f));
-        for helper in helpers {
-            match helper.join() {
-                Ok(part) => out.extend(part),
-                Err(panic) => std::panic::resume_unwind(panic),
-            }
+    let share = items.len().div_ceil(cores());
+    let mut shares = items.chunks(share);
+    let first = shares.next().unwrap_or_default();
+    let rest: Vec<&[T]> = shares.collect();
+    let mut parts: Vec<Vec<R>> = rest.iter().map(|_| Vec::new()).collect();
+    let mut out: Vec<R> = Vec::with_capacity(items.len());
+    pool.in_place_scope(|s| {
+        for (part, done) in rest.iter().zip(parts.iter_mut()) {
+            s.spawn(move |_| done.extend(part.iter().map(f)));
         }
-        out
-    })
+        out.extend(first.iter().map(f));
+    });
+    for part in parts {
+        out.extend(part);
+    }
+    out
 }
 
 /// `a()` and `b()`, on two cores when `parallel` and there are two (`a` on a helper thread,
 /// `b` on the calling one), else one after the other. A panic in `a` is resumed on the
-/// calling thread.
+/// calling thread (once `b` is done).
 pub(crate) fn both<A: Send, B>(
     parallel: bool,
     a: impl FnOnce() -> A + Send,
     b: impl FnOnce() -> B,
 ) -> (A, B) {
-    if !parallel || cores() < 2 {
+    let Some(pool) = helpers().filter(|_| parallel) else {
         let a = a();
         return (a, b());
+    };
+    let mut done_a = None;
+    let done_b = pool.in_place_scope(|s| {
+        s.spawn(|_| done_a = Some(a()));
+        b()
+    });
+    match done_a {
+        Some(a) => (a, done_b),
+        // The scope returns once the spawned `a` has run, or resumes its panic.
+        None => unreachable!("invariant broken: the helper's computation did not run"),
     }
-    std::thread::scope(|s| {
-        let helper = s.spawn(a);
-        let b = b();
-        match helper.join() {
-            Ok(a) => (a, b),
-            Err(panic) => std::panic::resume_unwind(panic),
-        }
-    })
 }
 
 /// The indices handed out and not taken yet, and whether more may come.
@@ -135,30 +161,29 @@ pub(crate) fn as_fed<X, R: Send>(
         Some(Some(_)) => panic!("invariant broken: index {i} handed out twice"),
         None => panic!("invariant broken: index {i} handed out of {n}"),
     };
-    let helpers = cores().saturating_sub(1);
-    if helpers == 0 {
+    let Some(pool) = helpers() else {
         let mut ready = Vec::new();
         let x = feed(&mut |i| ready.push(i));
         for i in ready {
             put(i, f(i));
         }
         return (x, out);
-    }
+    };
     let queue = FedQueue::default();
     let f = &f;
     let queue = &queue;
-    let (x, done) = std::thread::scope(|s| {
-        let handles: Vec<_> = (0..helpers)
-            .map(|_| {
-                s.spawn(move || {
-                    let mut done = Vec::new();
-                    while let Some(i) = queue.take() {
-                        done.push((i, f(i)));
-                    }
-                    done
-                })
-            })
-            .collect();
+    let found: Mutex<Vec<(usize, R)>> = Mutex::new(Vec::new());
+    let found_ref = &found;
+    let x = pool.in_place_scope(|s| {
+        for _ in 0..pool.current_num_threads() {
+            s.spawn(move |_| {
+                let mut done = Vec::new();
+                while let Some(i) = queue.take() {
+                    done.push((i, f(i)));
+                }
+                found_ref.lock().append(&mut done);
+            });
+        }
         let x = {
             let _close = CloseOnDrop(queue);
             feed(&mut |i| queue.push(i))
@@ -168,14 +193,10 @@ pub(crate) fn as_fed<X, R: Send>(
         while let Some(i) = queue.take() {
             done.push((i, f(i)));
         }
-        for h in handles {
-            match h.join() {
-                Ok(part) => done.extend(part),
-                Err(panic) => std::panic::resume_unwind(panic),
-            }
-        }
-        (x, done)
+        found_ref.lock().append(&mut done);
+        x
     });
+    let done = found.into_inner();
     for (i, r) in done {
         put(i, r);
     }
