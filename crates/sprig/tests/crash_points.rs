@@ -6,8 +6,8 @@
 //! from what survived must hold exactly the last acknowledged commit or the one in flight
 //! (root, count, every value, scans, proofs, `Db::check`), never a mix; then it must take a
 //! new commit that survives a further power loss. A commit larger than one staged run (the
-//! workload's value-log fill) has its full runs written on a thread of its own while the next
-//! is staged; the counting run must show such writes, so the crash points cover them.
+//! workload's value-log fill) has its full runs written on the database's write thread while
+//! the next is staged; the counting run must show such writes, so the crash points cover them.
 //!
 //! The same again with automatic checkpoints written on a background thread: their steps run
 //! on that thread, and how they interleave with the commits' steps varies from run to run, so
@@ -43,8 +43,8 @@ struct Tally {
     background_steps: u64,
     /// Workload steps made between two such steps of one checkpoint.
     interleaved: u64,
-    /// Segment writes of the counting runs made on a commit's run writer (the stager's own
-    /// thread, which writes a commit's full runs while the next is staged).
+    /// Segment writes of the counting runs made on the database's write thread (which writes a
+    /// commit's full runs while the next is staged).
     run_writer_steps: u64,
     failures: Vec<String>,
 }
@@ -159,7 +159,7 @@ fn enumerate(seed: u64, run_options: &Options, tally: &mut Tally) {
     if run_options.background_checkpoints {
         // The checkpoints' steps ran on a thread of their own, and (timing allowing) commits'
         // steps came between them.
-        // (Segment writes run on the commits' run writers too: a checkpoint's thread is one
+        // (Segment writes run on the write thread too: a checkpoint's thread is one
         // that wrote a checkpoint file.)
         let checkpointers: Vec<_> = (0..trace.len())
             .filter(|i| trace[*i].1.starts_with("ckpt-"))
@@ -206,8 +206,8 @@ fn run(name: &str, default_seed: u64, run_options: &Options) -> Tally {
     println!(
         "crash points explored: {}, acknowledged commits lost: {}, partial commits: {}, \
          in-flight commit recovered: {}, runs ended before their crash step: {}, steps off \
-         the workload's thread: {} (workload steps between them: {}), segment writes on a \
-         commit's run writer: {}, failures: {}",
+         the workload's thread: {} (workload steps between them: {}), segment writes on \
+         the write thread: {}, failures: {}",
         tally.explored,
         tally.lost,
         tally.partial,
@@ -222,7 +222,7 @@ fn run(name: &str, default_seed: u64, run_options: &Options) -> Tally {
     // The crash points cover the segment writes made beside a commit's staging.
     assert!(
         tally.run_writer_steps > 0,
-        "no segment write ran on a commit's run writer"
+        "no segment write ran on the write thread"
     );
     assert_eq!(tally.lost, 0);
     assert_eq!(tally.partial, 0);

@@ -16,6 +16,7 @@ mod memory;
 mod posix;
 #[cfg(target_os = "linux")]
 mod uring;
+mod write_thread;
 
 pub use fault::{
     CrashMode, Fault, FaultFile, FaultKind, FaultStats, FaultStorage, OpClass, StepKind,
@@ -24,6 +25,7 @@ pub use memory::MemoryStorage;
 pub use posix::PosixStorage;
 #[cfg(target_os = "linux")]
 pub use uring::UringStorage;
+pub use write_thread::{WriteJob, WriteThread, Written};
 
 use std::io;
 use std::sync::Arc;

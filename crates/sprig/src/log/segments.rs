@@ -12,7 +12,9 @@
 
 use crate::codec::{checksum, Put, Reader, Source};
 use crate::error::{Error, Result};
-use crate::io::{BlockBuf, OpenOptions, ReadRequest, Storage, StorageFile, BLOCK_BYTES};
+use crate::io::{
+    BlockBuf, OpenOptions, ReadRequest, Storage, StorageFile, WriteThread, BLOCK_BYTES,
+};
 use crate::options::{MAX_SEGMENT_BYTES, MIN_SEGMENT_BYTES};
 use crate::state::page::{ExternalValue, Page, MAX_VALUE_BYTES};
 use crate::state::prefix::Prefix;
@@ -226,6 +228,8 @@ pub struct Segments {
     /// allocator had just returned to the system (5 % of a utxo batch's main thread). At most
     /// [`SPARE_BLOCKS`].
     spare: Mutex<Vec<BlockBuf>>,
+    /// The thread that writes the runs commits and imports stage ([`crate::log::stager`]).
+    writes: WriteThread,
 }
 
 /// The most read buffers [`Segments`] keeps for reuse (2 MiB of blocks).
@@ -240,7 +244,13 @@ impl Segments {
             hasher,
             segment_blocks,
             spare: Mutex::new(Vec::new()),
+            writes: WriteThread::new(),
         }
+    }
+
+    /// The thread that writes staged runs beside their staging.
+    pub(crate) fn write_thread(&self) -> &WriteThread {
+        &self.writes
     }
 
     /// `n` zeroed one-block read buffers, reused ones first.

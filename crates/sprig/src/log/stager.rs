@@ -1,6 +1,7 @@
 //! Blocks staged for writing to the segment files: a commit's (or an import's) pages and values
-//! are gathered in runs of consecutive blocks, and each full run is written on a thread of the
-//! stager's own while the next is staged, so the SSD's write time overlaps the staging's CPU.
+//! are gathered in runs of consecutive blocks, and each full run is written on the database's
+//! write thread ([`crate::io::WriteThread`]) while the next is staged, so the SSD's write time
+//! overlaps the staging's CPU.
 //!
 //! Nothing is synced here; the publish path ([`crate::log::publish`]) syncs what was written.
 //! The storage sees the same operations in the same order as if every run were written on the
@@ -8,17 +9,15 @@
 //! storage operation of any kind (opening a segment file, a write of its own, the end).
 
 use crate::error::{Error, Result};
-use crate::io::{BlockBuf, StorageFile, BLOCK_BYTES};
+use crate::io::{BlockBuf, StorageFile, WriteJob, Written, BLOCK_BYTES};
 use crate::log::segments::{loc_block, loc_offset, loc_segment, segment_file_name, Segments};
 use std::collections::BTreeSet;
 use std::sync::mpsc::{channel, Receiver, Sender};
-use std::sync::Arc;
-use std::thread::JoinHandle;
 
 /// Blocks staged for writing: consecutive blocks are gathered in one aligned buffer of at most
-/// [`STAGE_BLOCKS`] blocks, handed to the run writer when the buffer is full or the next block
-/// is not contiguous, and the last run is written at the end. A commit's extra memory for its
-/// writes is two such buffers (the one staged, the one in flight), whatever its size.
+/// [`STAGE_BLOCKS`] blocks, handed to the write thread when the buffer is full or the next
+/// block is not contiguous, and the last run is written at the end. A commit's extra memory
+/// for its writes is two such buffers (the one staged, the one in flight), whatever its size.
 pub(crate) struct Stager<'a> {
     segments: &'a Segments,
     buf: BlockBuf,
@@ -28,8 +27,11 @@ pub(crate) struct Stager<'a> {
     bytes: u64,
     /// Segments written to.
     touched: BTreeSet<u32>,
-    /// The thread writing full runs, started with the first one (a small commit has none).
-    writer: Option<RunWriter>,
+    /// Where the write thread reports the run in flight.
+    reply: Sender<Written>,
+    done: Receiver<Written>,
+    /// The segment of the run handed off whose report is not taken yet, if any.
+    in_flight: Option<u32>,
 }
 
 /// The largest run staged before it is written (1 MiB).
@@ -45,13 +47,16 @@ pub(crate) struct Staged {
 impl<'a> Stager<'a> {
     /// An empty stager writing to `segments`.
     pub fn new(segments: &'a Segments) -> Stager<'a> {
+        let (reply, done) = channel();
         Stager {
             segments,
             buf: BlockBuf::with_capacity(STAGE_BLOCKS),
             start: 0,
             bytes: 0,
             touched: BTreeSet::new(),
-            writer: None,
+            reply,
+            done,
+            in_flight: None,
         }
     }
 
@@ -84,8 +89,8 @@ impl<'a> Stager<'a> {
         Ok(())
     }
 
-    /// Hand the staged run to the run writer (after the one in flight is done, whose buffer
-    /// then takes the next run), or write it here if no thread can be started.
+    /// Hand the staged run to the write thread (after the one in flight is done, whose buffer
+    /// then takes the next run), or write it here if the thread cannot take it.
     fn hand_off(&mut self) -> Result<()> {
         if self.buf.is_empty() {
             return Ok(());
@@ -93,29 +98,35 @@ impl<'a> Stager<'a> {
         let spare = self.wait()?;
         let file = self.segments.file(loc_segment(self.start), true)?;
         self.bytes += self.buf.len() as u64;
-        if self.writer.is_none() {
-            self.writer = RunWriter::start();
-        }
-        let Some(writer) = self.writer.as_mut() else {
-            write_run(&*file, self.start, &self.buf)?;
-            self.buf.clear();
-            return Ok(());
-        };
         let mut next = spare.unwrap_or_else(|| BlockBuf::with_capacity(STAGE_BLOCKS));
         next.clear();
-        let run = Run {
+        let job = WriteJob {
             file,
-            start: self.start,
+            offset: loc_offset(self.start),
             buf: std::mem::replace(&mut self.buf, next),
+            reply: self.reply.clone(),
         };
-        writer.send(run)
+        match self.segments.write_thread().submit(job) {
+            Ok(()) => self.in_flight = Some(loc_segment(self.start)),
+            Err(job) => {
+                // No thread: written here, and its buffer taken back.
+                self.buf = job.buf;
+                write_run(&*job.file, self.start, &self.buf)?;
+                self.buf.clear();
+            }
+        }
+        Ok(())
     }
 
     /// Wait for the run in flight, if any: its error, or its buffer to reuse.
     fn wait(&mut self) -> Result<Option<BlockBuf>> {
-        match self.writer.as_mut() {
-            Some(w) => w.wait(),
-            None => Ok(None),
+        let Some(segment) = self.in_flight.take() else {
+            return Ok(None);
+        };
+        match self.done.recv() {
+            Ok((buf, Ok(()))) => Ok(Some(buf)),
+            Ok((_, Err(e))) => Err(Error::io("writing", segment_file_name(segment), e)),
+            Err(_) => Err(Error::internal("the write thread ended with a run in flight")),
         }
     }
 
@@ -156,97 +167,13 @@ fn write_run(file: &dyn StorageFile, start: u64, buf: &BlockBuf) -> Result<()> {
         .map_err(|e| Error::io("writing", segment_file_name(loc_segment(start)), e))
 }
 
-/// One run for the run writer.
-struct Run {
-    file: Arc<dyn StorageFile>,
-    start: u64,
-    buf: BlockBuf,
-}
-
-/// A thread that writes the runs sent to it, one at a time, and sends each buffer back with
-/// the result. It ends when the stager is dropped (after the run in flight, if any).
-struct RunWriter {
-    runs: Option<Sender<Run>>,
-    done: Receiver<(BlockBuf, Result<()>)>,
-    /// Whether a run was sent whose result is not yet taken.
-    in_flight: bool,
-    thread: Option<JoinHandle<()>>,
-}
-
-impl RunWriter {
-    /// Start the thread; `None` if it cannot be started (the stager then writes on its own
-    /// thread).
-    fn start() -> Option<RunWriter> {
-        let (runs, todo) = channel::<Run>();
-        let (report, done) = channel();
-        let thread = std::thread::Builder::new()
-            .name("sprig-stager".into())
-            .spawn(move || {
-                for run in todo {
-                    let result = write_run(&*run.file, run.start, &run.buf);
-                    if report.send((run.buf, result)).is_err() {
-                        return;
-                    }
-                }
-            })
-            .ok()?;
-        Some(RunWriter {
-            runs: Some(runs),
-            done,
-            in_flight: false,
-            thread: Some(thread),
-        })
-    }
-
-    /// Send `run` (nothing may be in flight).
-    fn send(&mut self, run: Run) -> Result<()> {
-        assert!(!self.in_flight, "a run handed off while another is in flight");
-        let sent = self.runs.as_ref().is_some_and(|r| r.send(run).is_ok());
-        if !sent {
-            return Err(self.lost());
-        }
-        self.in_flight = true;
-        Ok(())
-    }
-
-    /// The result of the run in flight and its buffer (`None` when nothing is in flight).
-    fn wait(&mut self) -> Result<Option<BlockBuf>> {
-        if !self.in_flight {
-            return Ok(None);
-        }
-        self.in_flight = false;
-        match self.done.recv() {
-            Ok((buf, result)) => result.map(|()| Some(buf)),
-            Err(_) => Err(self.lost()),
-        }
-    }
-
-    /// The thread is gone: it panicked (the panic is resumed here), or it ended otherwise.
-    fn lost(&mut self) -> Error {
-        self.runs = None;
-        if let Some(Err(panic)) = self.thread.take().map(JoinHandle::join) {
-            std::panic::resume_unwind(panic);
-        }
-        Error::internal("the stager's writing thread ended")
-    }
-}
-
-impl Drop for RunWriter {
-    fn drop(&mut self) {
-        // Closing the channel ends the thread once the run in flight (if any) is written.
-        self.runs = None;
-        if let Some(thread) = self.thread.take() {
-            let _ended = thread.join();
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::io::{Fault, FaultKind, FaultStorage, OpClass, StepKind, Storage};
     use crate::log::segments::loc;
     use sprig_core::Hasher;
+    use std::sync::Arc;
 
     fn segments(storage: &FaultStorage) -> Segments {
         let storage: Arc<dyn Storage> = Arc::new(storage.clone());
@@ -278,7 +205,7 @@ mod tests {
             assert!(block.iter().all(|x| *x == (b % 251) as u8), "block {b}");
         }
         // Which thread wrote each run: the runs handed off (the full ones, and the partial one
-        // when segment 1 began) on the stager's own, the last (written by `finish`) on this
+        // when segment 1 began) on the write thread, the last (written by `finish`) on this
         // one.
         let me = std::thread::current().id();
         let writers: Vec<bool> = storage
