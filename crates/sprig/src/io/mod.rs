@@ -114,15 +114,9 @@ impl BlockBuf {
         }
     }
 
-    /// Append `bytes`, zero-padded to whole blocks.
-    pub fn extend_from_bytes(&mut self, bytes: &[u8]) {
-        // Grown in place and then copied into: a block built on the stack and pushed would be
-        // copied twice.
-        let start = self.len();
-        let n = bytes.len().div_ceil(BLOCK_BYTES);
-        self.blocks
-            .resize(self.blocks.len() + n, bytemuck::Zeroable::zeroed());
-        self.as_bytes_mut()[start..start + bytes.len()].copy_from_slice(bytes);
+    /// Grow to `n` blocks (the new ones zeroed) or shrink to them, keeping the allocation.
+    pub fn resize(&mut self, n: usize) {
+        self.blocks.resize(n, bytemuck::Zeroable::zeroed());
     }
 
     /// Remove every block, keeping the allocation.
@@ -421,25 +415,20 @@ mod tests {
     }
 
     #[test]
-    fn appended_bytes_are_zero_padded_to_whole_blocks_after_what_was_there() {
+    fn a_resized_buffer_keeps_its_blocks_and_zeroes_the_new_ones() {
         let mut buf = BlockBuf::with_capacity(1);
         buf.push_bytes(&[7u8; BLOCK_BYTES]);
-        let bytes: Vec<u8> = (0..BLOCK_BYTES + 100)
-            .map(|i| (i % 251) as u8 + 1)
-            .collect();
-        buf.extend_from_bytes(&bytes);
-        buf.extend_from_bytes(&[]);
+        buf.resize(3);
         assert_eq!(buf.block_count(), 3);
         let all = buf.as_bytes();
         assert!(all[..BLOCK_BYTES].iter().all(|b| *b == 7));
-        assert_eq!(&all[BLOCK_BYTES..BLOCK_BYTES + bytes.len()], &bytes[..]);
-        assert!(all[BLOCK_BYTES + bytes.len()..].iter().all(|b| *b == 0));
-        // Reused after `clear` (as the commit's stager is): no stale byte shows in the padding.
-        buf.clear();
-        buf.extend_from_bytes(&[3u8; 10]);
-        assert_eq!(buf.block_count(), 1);
-        assert!(buf.as_bytes()[..10].iter().all(|b| *b == 3));
-        assert!(buf.as_bytes()[10..].iter().all(|b| *b == 0));
+        assert!(all[BLOCK_BYTES..].iter().all(|b| *b == 0));
+        // Shrunk and grown again: no stale byte shows in the regrown blocks.
+        buf.as_bytes_mut().fill(5);
+        buf.resize(1);
+        buf.resize(2);
+        assert!(buf.as_bytes()[..BLOCK_BYTES].iter().all(|b| *b == 5));
+        assert!(buf.as_bytes()[BLOCK_BYTES..].iter().all(|b| *b == 0));
     }
 
     #[test]

@@ -19,8 +19,10 @@ pub struct WriteJob {
     pub file: Arc<dyn StorageFile>,
     /// Where in it.
     pub offset: u64,
-    /// What (its whole length).
+    /// What: the first `len` bytes of `buf`.
     pub buf: BlockBuf,
+    /// How many bytes of `buf` to write (at most its length).
+    pub len: usize,
     /// Where the buffer and the result go.
     pub reply: Sender<Written>,
 }
@@ -52,7 +54,13 @@ impl WriteThread {
                 .name("sprig-writer".into())
                 .spawn(move || {
                     for job in todo {
-                        let result = job.file.write_at(job.buf.as_bytes(), job.offset);
+                        let result = match job.buf.as_bytes().get(..job.len) {
+                            Some(bytes) => job.file.write_at(bytes, job.offset),
+                            None => Err(io::Error::new(
+                                io::ErrorKind::InvalidInput,
+                                "a write longer than its buffer",
+                            )),
+                        };
                         // The sender may be gone (a stager dropped unfinished): nothing waits.
                         let _unheard = job.reply.send((job.buf, result));
                     }
@@ -99,12 +107,13 @@ mod tests {
         let writes = WriteThread::new();
         let (reply, done) = channel();
         for i in 0..4u8 {
-            let mut buf = BlockBuf::with_capacity(1);
-            buf.extend_from_bytes(&[i; crate::io::BLOCK_BYTES]);
+            // Two blocks of buffer, one written.
+            let mut buf = BlockBuf::from_bytes(&[i; 2 * crate::io::BLOCK_BYTES]);
             let job = WriteJob {
                 file: file.clone(),
                 offset: u64::from(i) * crate::io::BLOCK_BYTES as u64,
-                buf,
+                len: crate::io::BLOCK_BYTES,
+                buf: std::mem::take(&mut buf),
                 reply: reply.clone(),
             };
             assert!(writes.submit(job).is_ok());
@@ -114,6 +123,7 @@ mod tests {
             result.unwrap();
             assert_eq!(buf.as_bytes()[0], i, "reports come in submission order");
         }
+        assert_eq!(file.size().unwrap(), 4 * crate::io::BLOCK_BYTES as u64);
         let mut back = vec![0u8; 4 * crate::io::BLOCK_BYTES];
         file.read_at(&mut back, 0).unwrap();
         for (i, block) in back.chunks(crate::io::BLOCK_BYTES).enumerate() {

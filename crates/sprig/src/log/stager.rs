@@ -20,7 +20,10 @@ use std::sync::mpsc::{channel, Receiver, Sender};
 /// for its writes is two such buffers (the one staged, the one in flight), whatever its size.
 pub(crate) struct Stager<'a> {
     segments: &'a Segments,
+    /// The run being staged: its first `used` blocks. It grows (zeroed) only when a run needs
+    /// more blocks than it has, so a reused buffer is copied into, never cleared or zeroed.
     buf: BlockBuf,
+    used: usize,
     /// Where the staged run starts.
     start: u64,
     /// Bytes handed out for writing so far.
@@ -51,6 +54,7 @@ impl<'a> Stager<'a> {
         Stager {
             segments,
             buf: BlockBuf::with_capacity(STAGE_BLOCKS),
+            used: 0,
             start: 0,
             bytes: 0,
             touched: BTreeSet::new(),
@@ -67,11 +71,10 @@ impl<'a> Stager<'a> {
         if blocks * BLOCK_BYTES != bytes.len() {
             return Err(Error::internal("staging a partial block"));
         }
-        let contiguous = !self.buf.is_empty()
+        let contiguous = self.used > 0
             && loc_segment(self.start) == loc_segment(loc)
-            && u64::from(loc_block(self.start)) + self.buf.block_count() as u64
-                == u64::from(loc_block(loc));
-        if !contiguous || self.buf.block_count() + blocks > STAGE_BLOCKS {
+            && u64::from(loc_block(self.start)) + self.used as u64 == u64::from(loc_block(loc));
+        if !contiguous || self.used + blocks > STAGE_BLOCKS {
             self.hand_off()?;
         }
         if blocks > STAGE_BLOCKS {
@@ -80,39 +83,60 @@ impl<'a> Stager<'a> {
             self.wait()?;
             let file = self.segments.file(loc_segment(loc), true)?;
             self.bytes += bytes.len() as u64;
-            return write_run(&*file, loc, &BlockBuf::from_bytes(bytes));
+            return write_run(&*file, loc, BlockBuf::from_bytes(bytes).as_bytes());
         }
-        if self.buf.is_empty() {
+        if self.used == 0 {
             self.start = loc;
         }
-        self.buf.extend_from_bytes(bytes);
+        let end = self.used + blocks;
+        if end > self.buf.block_count() {
+            self.buf
+                .resize(end.max(2 * self.buf.block_count()).min(STAGE_BLOCKS));
+        }
+        self.buf
+            .as_bytes_mut()
+            .get_mut(self.used * BLOCK_BYTES..end * BLOCK_BYTES)
+            .ok_or_else(|| Error::internal("a staged run beyond its buffer"))?
+            .copy_from_slice(bytes);
+        self.used = end;
         Ok(())
+    }
+
+    /// The staged run's bytes.
+    fn staged(&self) -> Result<&[u8]> {
+        self.buf
+            .as_bytes()
+            .get(..self.used * BLOCK_BYTES)
+            .ok_or_else(|| Error::internal("a staged run beyond its buffer"))
     }
 
     /// Hand the staged run to the write thread (after the one in flight is done, whose buffer
     /// then takes the next run), or write it here if the thread cannot take it.
     fn hand_off(&mut self) -> Result<()> {
-        if self.buf.is_empty() {
+        if self.used == 0 {
             return Ok(());
         }
         let spare = self.wait()?;
         let file = self.segments.file(loc_segment(self.start), true)?;
-        self.bytes += self.buf.len() as u64;
-        let mut next = spare.unwrap_or_else(|| BlockBuf::with_capacity(STAGE_BLOCKS));
-        next.clear();
+        let len = self.staged()?.len();
+        self.bytes += len as u64;
+        let next = spare.unwrap_or_else(|| BlockBuf::with_capacity(STAGE_BLOCKS));
         let job = WriteJob {
             file,
             offset: loc_offset(self.start),
             buf: std::mem::replace(&mut self.buf, next),
+            len,
             reply: self.reply.clone(),
         };
+        self.used = 0;
         match self.segments.write_thread().submit(job) {
             Ok(()) => self.in_flight = Some(loc_segment(self.start)),
             Err(job) => {
                 // No thread: written here, and its buffer taken back.
+                let bytes = job.buf.as_bytes().get(..len);
+                let bytes = bytes.ok_or_else(|| Error::internal("a run beyond its buffer"))?;
+                write_run(&*job.file, self.start, bytes)?;
                 self.buf = job.buf;
-                write_run(&*job.file, self.start, &self.buf)?;
-                self.buf.clear();
             }
         }
         Ok(())
@@ -139,11 +163,11 @@ impl<'a> Stager<'a> {
     /// back from the files.
     pub fn flush(&mut self) -> Result<()> {
         self.wait()?;
-        if !self.buf.is_empty() {
+        if self.used > 0 {
             let file = self.segments.file(loc_segment(self.start), true)?;
-            self.bytes += self.buf.len() as u64;
-            write_run(&*file, self.start, &self.buf)?;
-            self.buf.clear();
+            write_run(&*file, self.start, self.staged()?)?;
+            self.bytes += (self.used * BLOCK_BYTES) as u64;
+            self.used = 0;
         }
         Ok(())
     }
@@ -161,9 +185,9 @@ impl<'a> Stager<'a> {
     }
 }
 
-/// Write `buf` at location `start`.
-fn write_run(file: &dyn StorageFile, start: u64, buf: &BlockBuf) -> Result<()> {
-    file.write_at(buf.as_bytes(), loc_offset(start))
+/// Write `bytes` at location `start`.
+fn write_run(file: &dyn StorageFile, start: u64, bytes: &[u8]) -> Result<()> {
+    file.write_at(bytes, loc_offset(start))
         .map_err(|e| Error::io("writing", segment_file_name(loc_segment(start)), e))
 }
 
