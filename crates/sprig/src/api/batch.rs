@@ -570,7 +570,11 @@ impl WriteBatch {
             .filter(|k| !t.located.contains_key(*k))
             .copied()
             .collect();
-        let mut fresh = dir.locate_many(&new).into_iter();
+        // Large sets are cut in chunks located on every core.
+        let chunks: Vec<&[KeyPath]> = new.chunks(LOCATE_CHUNK).collect();
+        let mut fresh = map_on_cores(&chunks, 2, |chunk| dir.locate_many(chunk))
+            .into_iter()
+            .flatten();
         for key in keys {
             if let Some(prefix) = t.located.get(key) {
                 located.push(*prefix);
@@ -844,6 +848,9 @@ impl WriteBatch {
         Ok(dir)
     }
 }
+
+/// Keys located together by one core (their walks down the directory go in step).
+const LOCATE_CHUNK: usize = 1024;
 
 /// The order of key paths (bytewise), faster than the arrays' own comparison, which calls
 /// `memcmp`: by the first eight bytes as a number, then (rarely, for hashed keys) by the rest.
