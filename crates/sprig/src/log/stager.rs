@@ -4,12 +4,14 @@
 //! overlaps the staging's CPU.
 //!
 //! Nothing is synced here; the publish path ([`crate::log::publish`]) syncs what was written.
-//! The storage sees the same operations in the same order as if every run were written on the
-//! caller's thread: at most one run is in flight, and the stager waits for it before its next
-//! storage operation of any kind (opening a segment file, a write of its own, the end).
+//! The storage sees the same operations as if every run were written on the caller's thread,
+//! in the same order but for the runs in flight together: up to [`WRITE_THREADS`] runs of one
+//! segment are written at once (so two of them may reach the file in either order; neither is
+//! synced yet), and the stager waits for every run in flight before any other storage
+//! operation of its own (opening a segment file, a write of its own, the end).
 
 use crate::error::{Error, Result};
-use crate::io::{BlockBuf, StorageFile, WriteJob, Written, BLOCK_BYTES};
+use crate::io::{BlockBuf, StorageFile, WriteJob, Written, BLOCK_BYTES, WRITE_THREADS};
 use crate::log::segments::{loc_block, loc_offset, loc_segment, segment_file_name, Segments};
 use std::collections::BTreeSet;
 use std::sync::mpsc::{channel, Receiver, Sender};
@@ -17,7 +19,8 @@ use std::sync::mpsc::{channel, Receiver, Sender};
 /// Blocks staged for writing: consecutive blocks are gathered in one aligned buffer of at most
 /// [`STAGE_BLOCKS`] blocks, handed to the write thread when the buffer is full or the next
 /// block is not contiguous, and the last run is written at the end. A commit's extra memory
-/// for its writes is two such buffers (the one staged, the one in flight), whatever its size.
+/// for its writes is at most `1 + WRITE_THREADS` such buffers (the one staged, those in
+/// flight), whatever its size.
 pub(crate) struct Stager<'a> {
     segments: &'a Segments,
     /// The run being staged: its first `used` blocks. It grows (zeroed) only when a run needs
@@ -30,11 +33,13 @@ pub(crate) struct Stager<'a> {
     bytes: u64,
     /// Segments written to.
     touched: BTreeSet<u32>,
-    /// Where the write thread reports the run in flight.
+    /// Where the write threads report the runs in flight.
     reply: Sender<Written>,
     done: Receiver<Written>,
-    /// The segment of the run handed off whose report is not taken yet, if any.
-    in_flight: Option<u32>,
+    /// The segment of each run handed off whose report is not taken yet.
+    in_flight: Vec<u32>,
+    /// Buffers of runs written, for the next runs.
+    spare: Vec<BlockBuf>,
 }
 
 /// The largest run staged before it is written (1 MiB).
@@ -60,7 +65,8 @@ impl<'a> Stager<'a> {
             touched: BTreeSet::new(),
             reply,
             done,
-            in_flight: None,
+            in_flight: Vec::new(),
+            spare: Vec::new(),
         }
     }
 
@@ -79,8 +85,8 @@ impl<'a> Stager<'a> {
         }
         if blocks > STAGE_BLOCKS {
             // Larger than the buffer (a big value): written here, from an aligned copy of its
-            // own, once the run in flight is done.
-            self.wait()?;
+            // own, once the runs in flight are done.
+            self.wait_all()?;
             let file = self.segments.file(loc_segment(loc), true)?;
             self.bytes += bytes.len() as u64;
             return write_run(&*file, loc, BlockBuf::from_bytes(bytes).as_bytes());
@@ -110,48 +116,75 @@ impl<'a> Stager<'a> {
             .ok_or_else(|| Error::internal("a staged run beyond its buffer"))
     }
 
-    /// Hand the staged run to the write thread (after the one in flight is done, whose buffer
-    /// then takes the next run), or write it here if the thread cannot take it.
+    /// Hand the staged run to the write threads (once a thread is free, and once every run in
+    /// flight is done if it begins another segment, whose file may be created), or write it
+    /// here if no thread can take it.
     fn hand_off(&mut self) -> Result<()> {
         if self.used == 0 {
             return Ok(());
         }
-        let spare = self.wait()?;
-        let file = self.segments.file(loc_segment(self.start), true)?;
+        let segment = loc_segment(self.start);
+        if self.in_flight.iter().any(|s| *s != segment) {
+            self.wait_all()?;
+        }
+        while self.in_flight.len() >= WRITE_THREADS {
+            self.wait_one()?;
+        }
+        let file = self.segments.file(segment, true)?;
         let len = self.staged()?.len();
         self.bytes += len as u64;
-        let next = spare.unwrap_or_else(|| BlockBuf::with_capacity(STAGE_BLOCKS));
+        let next = self
+            .spare
+            .pop()
+            .unwrap_or_else(|| BlockBuf::with_capacity(STAGE_BLOCKS));
         let job = WriteJob {
             file,
             offset: loc_offset(self.start),
             buf: std::mem::replace(&mut self.buf, next),
             len,
+            tag: segment,
             reply: self.reply.clone(),
         };
         self.used = 0;
         match self.segments.write_thread().submit(job) {
-            Ok(()) => self.in_flight = Some(loc_segment(self.start)),
+            Ok(()) => self.in_flight.push(segment),
             Err(job) => {
-                // No thread: written here, and its buffer taken back.
+                // No thread: written here, and its buffer kept.
                 let bytes = job.buf.as_bytes().get(..len);
                 let bytes = bytes.ok_or_else(|| Error::internal("a run beyond its buffer"))?;
                 write_run(&*job.file, self.start, bytes)?;
-                self.buf = job.buf;
+                self.spare.push(job.buf);
             }
         }
         Ok(())
     }
 
-    /// Wait for the run in flight, if any: its error, or its buffer to reuse.
-    fn wait(&mut self) -> Result<Option<BlockBuf>> {
-        let Some(segment) = self.in_flight.take() else {
-            return Ok(None);
-        };
-        match self.done.recv() {
-            Ok((buf, Ok(()))) => Ok(Some(buf)),
-            Ok((_, Err(e))) => Err(Error::io("writing", segment_file_name(segment), e)),
-            Err(_) => Err(Error::internal("the write thread ended with a run in flight")),
+    /// Wait for one run in flight (there must be one); its error, if it failed.
+    fn wait_one(&mut self) -> Result<()> {
+        let (segment, buf, result) = self
+            .done
+            .recv()
+            .map_err(|_| Error::internal("the write threads ended with runs in flight"))?;
+        let at = self
+            .in_flight
+            .iter()
+            .position(|s| *s == segment)
+            .ok_or_else(|| Error::internal("a report of a run never handed off"))?;
+        self.in_flight.swap_remove(at);
+        self.spare.push(buf);
+        result.map_err(|e| Error::io("writing", segment_file_name(segment), e))
+    }
+
+    /// Wait for every run in flight; the first error, if any failed.
+    fn wait_all(&mut self) -> Result<()> {
+        let mut first = Ok(());
+        while !self.in_flight.is_empty() {
+            let done = self.wait_one();
+            if first.is_ok() {
+                first = done;
+            }
         }
+        first
     }
 
     /// The segments staged to so far.
@@ -162,7 +195,7 @@ impl<'a> Stager<'a> {
     /// Write what is staged, and wait for every write: everything pushed so far can be read
     /// back from the files.
     pub fn flush(&mut self) -> Result<()> {
-        self.wait()?;
+        self.wait_all()?;
         if self.used > 0 {
             let file = self.segments.file(loc_segment(self.start), true)?;
             write_run(&*file, self.start, self.staged()?)?;
