@@ -7,11 +7,14 @@
 //! The helpers are threads started once for the process (a rayon-core pool, one fewer than the
 //! cores: the calling thread is the last), so handing them work costs a wake-up. Starting a
 //! thread per batch cost up to 2 ms before it ran whenever the caller's core was busy (the new
-//! thread starts on its parent's core). The calling thread always takes a share itself.
+//! thread starts on its parent's core). The calling thread always takes a share itself. Calls
+//! from several threads (a pipeline's committer and its next batch, several databases) share
+//! the helpers; no job given to them waits for another, so calls only queue behind each
+//! other's work, and the work of one may itself call these functions.
 
-use parking_lot::{Condvar, Mutex};
+use parking_lot::Mutex;
 use rayon_core::{ThreadPool, ThreadPoolBuilder};
-use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::OnceLock;
 
 /// The cores this process may use, asked once (the answer reads files under `/proc` and
@@ -95,112 +98,63 @@ pub(crate) fn both<A: Send, B>(
     }
 }
 
-/// The indices handed out and not taken yet, and whether more may come.
-#[derive(Default)]
-struct Fed {
-    ready: VecDeque<usize>,
-    closed: bool,
-}
-
-/// A queue of ready indices shared by the feeding thread and the helpers.
-#[derive(Default)]
-struct FedQueue {
-    state: Mutex<Fed>,
-    more: Condvar,
-}
-
-impl FedQueue {
-    fn push(&self, i: usize) {
-        self.state.lock().ready.push_back(i);
-        self.more.notify_one();
-    }
-
-    fn close(&self) {
-        self.state.lock().closed = true;
-        self.more.notify_all();
-    }
-
-    /// The next ready index; waits while none is ready and more may come.
-    fn take(&self) -> Option<usize> {
-        let mut state = self.state.lock();
-        loop {
-            if let Some(i) = state.ready.pop_front() {
-                return Some(i);
-            }
-            if state.closed {
-                return None;
-            }
-            self.more.wait(&mut state);
-        }
-    }
-}
-
-/// Closes the queue when the feeding ends, also by a panic (helpers would wait forever).
-struct CloseOnDrop<'q>(&'q FedQueue);
-
-impl Drop for CloseOnDrop<'_> {
-    fn drop(&mut self) {
-        self.0.close();
-    }
-}
-
 /// `f` of every index `feed` hands out (each at most once, all below `n`), run on the other
-/// cores while `feed` runs on the calling thread, which joins them once `feed` returns: for
-/// work that becomes ready piece by piece, such as regions whose pages arrive from the SSD.
-/// Returns `feed`'s result and each index's `f` (`None` for an index never handed out). On
-/// one core every `f` runs on the calling thread after `feed`. A panic in a helper is resumed
-/// on the calling thread; an index handed out twice is a broken invariant (a panic).
+/// cores while `feed` runs on the calling thread, which, once `feed` returns, runs those no
+/// helper has started yet: for work that becomes ready piece by piece, such as regions whose
+/// pages arrive from the SSD. Returns `feed`'s result and each index's `f` (`None` for an
+/// index never handed out). On one core every `f` runs on the calling thread after `feed`. A
+/// panic in a helper is resumed on the calling thread; an index handed out twice is a broken
+/// invariant (a panic).
+///
+/// Each index is a job of its own that whoever starts it first (a helper, or the calling
+/// thread at the end) claims; no job waits for another, so calls from several threads share
+/// the helpers without waiting on each other's work.
 pub(crate) fn as_fed<X, R: Send>(
     n: usize,
     feed: impl FnOnce(&mut dyn FnMut(usize)) -> X,
     f: impl Fn(usize) -> R + Sync,
 ) -> (X, Vec<Option<R>>) {
-    let mut out: Vec<Option<R>> = (0..n).map(|_| None).collect();
-    let mut put = |i: usize, r: R| match out.get_mut(i) {
-        Some(slot @ None) => *slot = Some(r),
-        Some(Some(_)) => panic!("invariant broken: index {i} handed out twice"),
+    let mut fed = vec![false; n];
+    let mut check = |i: usize| match fed.get_mut(i) {
+        Some(seen @ false) => *seen = true,
+        Some(true) => panic!("invariant broken: index {i} handed out twice"),
         None => panic!("invariant broken: index {i} handed out of {n}"),
     };
-    let Some(pool) = helpers() else {
-        let mut ready = Vec::new();
-        let x = feed(&mut |i| ready.push(i));
-        for i in ready {
-            put(i, f(i));
+    let out: Vec<Mutex<Option<R>>> = (0..n).map(|_| Mutex::new(None)).collect();
+    let claimed: Vec<AtomicBool> = (0..n).map(|_| AtomicBool::new(false)).collect();
+    // Run index `i` unless someone has.
+    let run = |i: usize| {
+        if let (Some(claim), Some(slot)) = (claimed.get(i), out.get(i)) {
+            if !claim.swap(true, Ordering::AcqRel) {
+                *slot.lock() = Some(f(i));
+            }
         }
-        return (x, out);
     };
-    let queue = FedQueue::default();
-    let f = &f;
-    let queue = &queue;
-    let found: Mutex<Vec<(usize, R)>> = Mutex::new(Vec::new());
-    let found_ref = &found;
-    let x = pool.in_place_scope(|s| {
-        for _ in 0..pool.current_num_threads() {
-            s.spawn(move |_| {
-                let mut done = Vec::new();
-                while let Some(i) = queue.take() {
-                    done.push((i, f(i)));
-                }
-                found_ref.lock().append(&mut done);
+    let run = &run;
+    let x = match helpers() {
+        None => {
+            let mut ready = Vec::new();
+            let x = feed(&mut |i| {
+                check(i);
+                ready.push(i);
             });
+            ready.into_iter().for_each(run);
+            x
         }
-        let x = {
-            let _close = CloseOnDrop(queue);
-            feed(&mut |i| queue.push(i))
-        };
-        // Fed: the calling thread helps with what is left.
-        let mut done = Vec::new();
-        while let Some(i) = queue.take() {
-            done.push((i, f(i)));
-        }
-        found_ref.lock().append(&mut done);
-        x
-    });
-    let done = found.into_inner();
-    for (i, r) in done {
-        put(i, r);
-    }
-    (x, out)
+        Some(pool) => pool.in_place_scope(|s| {
+            let mut ready = Vec::new();
+            let x = feed(&mut |i| {
+                check(i);
+                ready.push(i);
+                s.spawn(move |_| run(i));
+            });
+            // Fed: the calling thread takes what no helper has started, the last fed first
+            // (the helpers take the first).
+            ready.into_iter().rev().for_each(run);
+            x
+        }),
+    };
+    (x, out.into_iter().map(Mutex::into_inner).collect())
 }
 
 #[cfg(test)]
@@ -280,6 +234,38 @@ mod tests {
         assert!(working.is_err());
         let twice = std::panic::catch_unwind(|| as_fed(3, |push| (0..4).for_each(|i| push(i % 3)), |i| i));
         assert!(twice.is_err());
+    }
+
+    /// Calls from several threads at once, and calls made from inside the work (also from the
+    /// feeding), all finish: no helper waits for work that only a waiting thread would give.
+    #[test]
+    fn calls_from_several_threads_and_nested_calls_finish() {
+        let items: Vec<usize> = (0..100).collect();
+        let sum = |i: usize| map_on_cores(&items, 1, |x| x + i).iter().sum::<usize>();
+        std::thread::scope(|s| {
+            for _ in 0..3 {
+                s.spawn(|| {
+                    let (fed, out) = as_fed(
+                        200,
+                        |push| {
+                            (0..200).for_each(|i| {
+                                if i % 50 == 0 {
+                                    let (a, b) = both(true, || sum(0), || sum(1));
+                                    assert_eq!((a, b), (4950, 5050));
+                                }
+                                push(i);
+                            });
+                            200
+                        },
+                        sum,
+                    );
+                    assert_eq!(fed, 200);
+                    for (i, r) in out.into_iter().enumerate() {
+                        assert_eq!(r, Some(4950 + 100 * i));
+                    }
+                });
+            }
+        });
     }
 
     #[test]
