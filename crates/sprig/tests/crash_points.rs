@@ -6,8 +6,8 @@
 //! from what survived must hold exactly the last acknowledged commit or the one in flight
 //! (root, count, every value, scans, proofs, `Db::check`), never a mix; then it must take a
 //! new commit that survives a further power loss. A commit larger than one staged run (the
-//! workload's value-log fill) has its full runs written on the database's write thread while
-//! the next is staged; the counting run must show such writes, so the crash points cover them.
+//! workload's value-log fill) has its full runs written on the database's write threads
+//! while the next is staged; the counting run must show such writes, so the crash points cover them.
 //!
 //! The same again with automatic checkpoints written on a background thread: their steps run
 //! on that thread, and how they interleave with the commits' steps varies from run to run, so
@@ -25,7 +25,7 @@ use common::{
     acked_and_in_flight, assert_no_failures, background_options, commit_changes, compare,
     follow_up_batch, options, run_workload_with, small_workload, test_seed, State,
 };
-use sprig::io::{CrashMode, FaultStorage, Storage};
+use sprig::io::{CrashMode, FaultStorage, StepKind, Storage};
 use sprig::Db;
 use sprig::Options;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -43,7 +43,7 @@ struct Tally {
     background_steps: u64,
     /// Workload steps made between two such steps of one checkpoint.
     interleaved: u64,
-    /// Segment writes of the counting runs made on the database's write thread (which writes a
+    /// Segment writes of the counting runs made on the database's write threads (which write a
     /// commit's full runs while the next is staged).
     run_writer_steps: u64,
     failures: Vec<String>,
@@ -152,20 +152,23 @@ fn enumerate(seed: u64, run_options: &Options, tally: &mut Tally) {
     let trace = reference.trace();
     let threads = reference.trace_threads();
     let me = std::thread::current().id();
+    // A checkpoint's thread is one that wrote a checkpoint file (background checkpoints).
+    let checkpointers: Vec<_> = (0..trace.len())
+        .filter(|i| trace[*i].1.starts_with("ckpt-"))
+        .filter_map(|i| threads.get(i).copied())
+        .filter(|t| *t != me)
+        .collect();
     tally.run_writer_steps += (0..trace.len())
-        .filter(|i| trace[*i].1.starts_with("seg-"))
-        .filter(|i| threads.get(*i).is_some_and(|t| *t != me))
+        .filter(|i| trace[*i].0 == StepKind::Write && trace[*i].1.starts_with("seg-"))
+        .filter(|i| {
+            threads
+                .get(*i)
+                .is_some_and(|t| *t != me && !checkpointers.contains(t))
+        })
         .count() as u64;
     if run_options.background_checkpoints {
         // The checkpoints' steps ran on a thread of their own, and (timing allowing) commits'
         // steps came between them.
-        // (Segment writes run on the write thread too: a checkpoint's thread is one
-        // that wrote a checkpoint file.)
-        let checkpointers: Vec<_> = (0..trace.len())
-            .filter(|i| trace[*i].1.starts_with("ckpt-"))
-            .filter_map(|i| threads.get(i).copied())
-            .filter(|t| *t != me)
-            .collect();
         let off: Vec<usize> = (0..trace.len())
             .filter(|i| threads.get(*i).is_some_and(|t| checkpointers.contains(t)))
             .collect();
@@ -207,7 +210,7 @@ fn run(name: &str, default_seed: u64, run_options: &Options) -> Tally {
         "crash points explored: {}, acknowledged commits lost: {}, partial commits: {}, \
          in-flight commit recovered: {}, runs ended before their crash step: {}, steps off \
          the workload's thread: {} (workload steps between them: {}), segment writes on \
-         the write thread: {}, failures: {}",
+         the write threads: {}, failures: {}",
         tally.explored,
         tally.lost,
         tally.partial,
@@ -222,7 +225,7 @@ fn run(name: &str, default_seed: u64, run_options: &Options) -> Tally {
     // The crash points cover the segment writes made beside a commit's staging.
     assert!(
         tally.run_writer_steps > 0,
-        "no segment write ran on the write thread"
+        "no segment write ran on the write threads"
     );
     assert_eq!(tally.lost, 0);
     assert_eq!(tally.partial, 0);

@@ -8,6 +8,8 @@
 use crate::io::{BlockBuf, StorageFile};
 use parking_lot::Mutex;
 use std::io;
+use std::panic::AssertUnwindSafe;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -15,8 +17,9 @@ use std::thread::JoinHandle;
 /// How many writes of one database can be in flight.
 pub const WRITE_THREADS: usize = 2;
 
-/// A write's tag, its buffer and its result.
-pub type Written = (u32, BlockBuf, io::Result<()>);
+/// A write's tag, its buffer and its result; `Err` with the panic's payload if the storage
+/// backend panicked while writing (the sender resumes it, as if it had written itself).
+pub type Written = (u32, BlockBuf, std::thread::Result<io::Result<()>>);
 
 /// One write for the threads.
 pub struct WriteJob {
@@ -38,6 +41,8 @@ pub struct WriteJob {
 #[derive(Default)]
 pub struct WriteThread {
     started: Mutex<Option<Started>>,
+    /// No thread could be started: later writes go back to their senders at once.
+    refused: AtomicBool,
 }
 
 struct Started {
@@ -54,6 +59,9 @@ impl WriteThread {
     /// Hand `job` to the threads, starting them on first use. The job comes back when no
     /// thread can take it (none can be started, or they ended): write it on the calling thread.
     pub fn submit(&self, job: WriteJob) -> Result<(), WriteJob> {
+        if self.refused.load(Ordering::Relaxed) {
+            return Err(job);
+        }
         let mut started = self.started.lock();
         if started.is_none() {
             let (jobs, todo) = channel::<WriteJob>();
@@ -68,6 +76,7 @@ impl WriteThread {
                 })
                 .collect();
             if threads.is_empty() {
+                self.refused.store(true, Ordering::Relaxed);
                 return Err(job);
             }
             *started = Some(Started { jobs, threads });
@@ -87,13 +96,15 @@ fn write_jobs(todo: &Mutex<Receiver<WriteJob>>) {
         let Ok(job) = next else {
             return;
         };
-        let result = match job.buf.as_bytes().get(..job.len) {
-            Some(bytes) => job.file.write_at(bytes, job.offset),
-            None => Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                "a write longer than its buffer",
-            )),
-        };
+        let result = std::panic::catch_unwind(AssertUnwindSafe(|| {
+            match job.buf.as_bytes().get(..job.len) {
+                Some(bytes) => job.file.write_at(bytes, job.offset),
+                None => Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    "a write longer than its buffer",
+                )),
+            }
+        }));
         // The sender may be gone (a stager dropped unfinished): nothing waits.
         let _unheard = job.reply.send((job.tag, job.buf, result));
     }
@@ -147,7 +158,7 @@ mod tests {
         let mut tags = Vec::new();
         for _ in 0..4u8 {
             let (tag, buf, result) = done.recv().unwrap();
-            result.unwrap();
+            result.unwrap().unwrap();
             assert_eq!(u32::from(buf.as_bytes()[0]), tag);
             tags.push(tag);
         }

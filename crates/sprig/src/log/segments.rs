@@ -228,7 +228,7 @@ pub struct Segments {
     /// allocator had just returned to the system (5 % of a utxo batch's main thread). At most
     /// [`SPARE_BLOCKS`].
     spare: Mutex<Vec<BlockBuf>>,
-    /// The thread that writes the runs commits and imports stage ([`crate::log::stager`]).
+    /// The threads that write the runs commits and imports stage ([`crate::log::stager`]).
     writes: WriteThread,
 }
 
@@ -248,7 +248,7 @@ impl Segments {
         }
     }
 
-    /// The thread that writes staged runs beside their staging.
+    /// The threads that write staged runs beside their staging.
     pub(crate) fn write_thread(&self) -> &WriteThread {
         &self.writes
     }

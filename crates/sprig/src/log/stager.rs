@@ -1,7 +1,8 @@
 //! Blocks staged for writing to the segment files: a commit's (or an import's) pages and values
 //! are gathered in runs of consecutive blocks, and each full run is written on the database's
-//! write thread ([`crate::io::WriteThread`]) while the next is staged, so the SSD's write time
-//! overlaps the staging's CPU.
+//! write threads ([`crate::io::WriteThread`]) while the next is staged, so the SSD's write time
+//! overlaps the staging's CPU. A stager dropped unfinished (on an error) first waits for its
+//! runs in flight, so no write of it lands after the error is returned.
 //!
 //! Nothing is synced here; the publish path ([`crate::log::publish`]) syncs what was written.
 //! The storage sees the same operations as if every run were written on the caller's thread,
@@ -17,7 +18,7 @@ use std::collections::BTreeSet;
 use std::sync::mpsc::{channel, Receiver, Sender};
 
 /// Blocks staged for writing: consecutive blocks are gathered in one aligned buffer of at most
-/// [`STAGE_BLOCKS`] blocks, handed to the write thread when the buffer is full or the next
+/// [`STAGE_BLOCKS`] blocks, handed to the write threads when the buffer is full or the next
 /// block is not contiguous, and the last run is written at the end. A commit's extra memory
 /// for its writes is at most `1 + WRITE_THREADS` such buffers (the one staged, those in
 /// flight), whatever its size.
@@ -172,7 +173,11 @@ impl<'a> Stager<'a> {
             .ok_or_else(|| Error::internal("a report of a run never handed off"))?;
         self.in_flight.swap_remove(at);
         self.spare.push(buf);
-        result.map_err(|e| Error::io("writing", segment_file_name(segment), e))
+        match result {
+            Ok(written) => written.map_err(|e| Error::io("writing", segment_file_name(segment), e)),
+            // The storage backend panicked: as if it had on this thread.
+            Err(panic) => std::panic::resume_unwind(panic),
+        }
     }
 
     /// Wait for every run in flight; the first error, if any failed.
@@ -218,6 +223,24 @@ impl<'a> Stager<'a> {
     }
 }
 
+impl Drop for Stager<'_> {
+    /// An unfinished stager (a commit or import that failed) waits for its runs in flight, so
+    /// that none lands after the failure is reported (an import's failure may leave the writer
+    /// usable, and the next commit reuses the blocks).
+    fn drop(&mut self) {
+        while !self.in_flight.is_empty() {
+            match self.done.recv() {
+                Ok((segment, _, _)) => {
+                    if let Some(at) = self.in_flight.iter().position(|s| *s == segment) {
+                        self.in_flight.swap_remove(at);
+                    }
+                }
+                Err(_) => return,
+            }
+        }
+    }
+}
+
 /// Write `bytes` at location `start`.
 fn write_run(file: &dyn StorageFile, start: u64, bytes: &[u8]) -> Result<()> {
     file.write_at(bytes, loc_offset(start))
@@ -237,10 +260,10 @@ mod tests {
         Segments::new(storage, Hasher::Blake3, 1 << 20)
     }
 
-    /// Every run reaches the file, in order, whether written beside the staging or at the
+    /// Every run reaches its place in the file, whether written beside the staging or at the
     /// end; the storage sees one write per run.
     #[test]
-    fn runs_are_written_in_order_beside_the_staging() {
+    fn runs_are_written_beside_the_staging() {
         let storage = FaultStorage::new(7);
         storage.record_trace(true);
         let segs = segments(&storage);
@@ -262,7 +285,7 @@ mod tests {
             assert!(block.iter().all(|x| *x == (b % 251) as u8), "block {b}");
         }
         // Which thread wrote each run: the runs handed off (the full ones, and the partial one
-        // when segment 1 began) on the write thread, the last (written by `finish`) on this
+        // when segment 1 began) on the write threads, the last (written by `finish`) on this
         // one.
         let me = std::thread::current().id();
         let writers: Vec<bool> = storage

@@ -9,8 +9,11 @@
 //! thread per batch cost up to 2 ms before it ran whenever the caller's core was busy (the new
 //! thread starts on its parent's core). The calling thread always takes a share itself. Calls
 //! from several threads (a pipeline's committer and its next batch, several databases) share
-//! the helpers; no job given to them waits for another, so calls only queue behind each
-//! other's work, and the work of one may itself call these functions.
+//! the helpers: one call's jobs may queue behind another's, but no job waits for work that
+//! only a waiting thread would give, so no call waits forever, and the work of one may itself
+//! call these functions. A call from a worker of another rayon pool (an application's) runs on
+//! its own thread: waiting there would run that pool's queued jobs on its stack, which may
+//! want locks it holds.
 
 use parking_lot::Mutex;
 use rayon_core::{ThreadPool, ThreadPoolBuilder};
@@ -43,6 +46,14 @@ fn helpers() -> Option<&'static ThreadPool> {
         .as_ref()
 }
 
+/// The helpers, if the calling thread may wait for them: not from a worker of another rayon
+/// pool (see the module's doc).
+fn helpers_here() -> Option<&'static ThreadPool> {
+    let pool = helpers()?;
+    let foreign = rayon_core::current_thread_index().is_some() && pool.current_thread_index().is_none();
+    (!foreign).then_some(pool)
+}
+
 /// `f` of every item, in the items' order: on every core when there are at least `min` items
 /// (one share per core, the calling thread taking the first), else on the calling thread. A
 /// panic in a share is resumed on the calling thread.
@@ -51,7 +62,7 @@ pub(crate) fn map_on_cores<T: Sync, R: Send>(
     min: usize,
     f: impl Fn(&T) -> R + Sync,
 ) -> Vec<R> {
-    let pool = helpers().filter(|_| items.len() >= min.max(2));
+    let pool = helpers_here().filter(|_| items.len() >= min.max(2));
     let Some(pool) = pool else {
         return items.iter().map(&f).collect();
     };
@@ -82,7 +93,7 @@ pub(crate) fn both<A: Send, B>(
     a: impl FnOnce() -> A + Send,
     b: impl FnOnce() -> B,
 ) -> (A, B) {
-    let Some(pool) = helpers().filter(|_| parallel) else {
+    let Some(pool) = helpers_here().filter(|_| parallel) else {
         let a = a();
         return (a, b());
     };
@@ -107,8 +118,7 @@ pub(crate) fn both<A: Send, B>(
 /// invariant (a panic).
 ///
 /// Each index is a job of its own that whoever starts it first (a helper, or the calling
-/// thread at the end) claims; no job waits for another, so calls from several threads share
-/// the helpers without waiting on each other's work.
+/// thread at the end) claims: no helper waits for the feeding.
 pub(crate) fn as_fed<X, R: Send>(
     n: usize,
     feed: impl FnOnce(&mut dyn FnMut(usize)) -> X,
@@ -131,7 +141,7 @@ pub(crate) fn as_fed<X, R: Send>(
         }
     };
     let run = &run;
-    let x = match helpers() {
+    let x = match helpers_here() {
         None => {
             let mut ready = Vec::new();
             let x = feed(&mut |i| {
@@ -240,6 +250,19 @@ mod tests {
     /// feeding), all finish: no helper waits for work that only a waiting thread would give.
     #[test]
     fn calls_from_several_threads_and_nested_calls_finish() {
+        // Run beside a deadline: a deadlock fails the test instead of hanging it.
+        let (done, finished) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            several_threads_and_nested_calls();
+            let _ = done.send(());
+        });
+        assert!(
+            finished.recv_timeout(std::time::Duration::from_secs(120)).is_ok(),
+            "the calls did not finish within 120 s (a deadlock) or one panicked"
+        );
+    }
+
+    fn several_threads_and_nested_calls() {
         let items: Vec<usize> = (0..100).collect();
         let sum = |i: usize| map_on_cores(&items, 1, |x| x + i).iter().sum::<usize>();
         std::thread::scope(|s| {
@@ -266,6 +289,23 @@ mod tests {
                 });
             }
         });
+    }
+
+    /// Called from a worker of another rayon pool, everything runs on that thread (and gives
+    /// the same results).
+    #[test]
+    fn a_worker_of_another_pool_runs_the_work_itself() {
+        let other = rayon_core::ThreadPoolBuilder::new().num_threads(1).build().unwrap();
+        let (threads, out) = other.install(|| {
+            let me = std::thread::current().id();
+            let items: Vec<usize> = (0..1000).collect();
+            let out = map_on_cores(&items, 1, |i| (std::thread::current().id(), i * 2));
+            let (a, b) = both(true, || std::thread::current().id(), || 0);
+            let all_here = out.iter().all(|(t, _)| *t == me) && a == me && b == 0;
+            (all_here, out.into_iter().map(|(_, v)| v).collect::<Vec<_>>())
+        });
+        assert!(threads, "work left the other pool's worker");
+        assert_eq!(out, (0..1000).map(|i| i * 2).collect::<Vec<_>>());
     }
 
     #[test]
