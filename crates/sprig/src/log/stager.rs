@@ -323,4 +323,108 @@ mod tests {
         };
         assert!(failed.to_string().contains("writing"), "{failed}");
     }
+
+    /// Storage whose segment writes take 100 ms each, or panic.
+    struct Slow {
+        inner: crate::io::MemoryStorage,
+        panic: bool,
+    }
+
+    struct SlowFile {
+        inner: Arc<dyn StorageFile>,
+        panic: bool,
+    }
+
+    impl StorageFile for SlowFile {
+        fn read_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
+            self.inner.read_at(buf, offset)
+        }
+        fn write_at(&self, data: &[u8], offset: u64) -> std::io::Result<()> {
+            assert!(!self.panic, "the storage backend panics");
+            std::thread::sleep(std::time::Duration::from_millis(100));
+            self.inner.write_at(data, offset)
+        }
+        fn sync(&self) -> std::io::Result<()> {
+            self.inner.sync()
+        }
+        fn size(&self) -> std::io::Result<u64> {
+            self.inner.size()
+        }
+        fn set_len(&self, len: u64) -> std::io::Result<()> {
+            self.inner.set_len(len)
+        }
+    }
+
+    impl Storage for Slow {
+        fn kind(&self) -> &'static str {
+            "slow"
+        }
+        fn open(
+            &self,
+            name: &str,
+            options: crate::io::OpenOptions,
+        ) -> std::io::Result<Arc<dyn StorageFile>> {
+            let inner = self.inner.open(name, options)?;
+            Ok(Arc::new(SlowFile {
+                inner,
+                panic: self.panic,
+            }))
+        }
+        fn remove(&self, name: &str) -> std::io::Result<()> {
+            self.inner.remove(name)
+        }
+        fn rename(&self, from: &str, to: &str) -> std::io::Result<()> {
+            self.inner.rename(from, to)
+        }
+        fn list(&self) -> std::io::Result<Vec<String>> {
+            self.inner.list()
+        }
+        fn sync_dir(&self) -> std::io::Result<()> {
+            self.inner.sync_dir()
+        }
+    }
+
+    fn slow_segments(panic: bool) -> Segments {
+        let storage: Arc<dyn Storage> = Arc::new(Slow {
+            inner: crate::io::MemoryStorage::new(),
+            panic,
+        });
+        Segments::new(storage, Hasher::Blake3, 1 << 20)
+    }
+
+    /// A stager dropped unfinished (its commit failed) returns only once its runs in flight
+    /// are written: none lands after the failure is reported.
+    #[test]
+    fn a_dropped_stager_waits_for_its_runs() {
+        let segs = slow_segments(false);
+        let mut stager = Stager::new(&segs);
+        // Two full runs handed off (both in flight), a third staged.
+        for b in 0..(2 * STAGE_BLOCKS + 1) {
+            stager.push(loc(0, b as u32), &[4u8; BLOCK_BYTES]).unwrap();
+        }
+        drop(stager);
+        let file = segs.file(0, false).unwrap();
+        assert_eq!(file.size().unwrap(), (2 * STAGE_BLOCKS * BLOCK_BYTES) as u64);
+    }
+
+    /// A panic of the storage backend on a write thread reaches the staging thread (it does
+    /// not wait forever for the run's report).
+    #[test]
+    fn a_backend_panic_on_a_write_thread_reaches_the_stager() {
+        let (done, finished) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let segs = slow_segments(true);
+            let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                let mut stager = Stager::new(&segs);
+                for b in 0..(2 * STAGE_BLOCKS + 1) {
+                    let _ = stager.push(loc(0, b as u32), &[4u8; BLOCK_BYTES]);
+                }
+                let _ = stager.finish();
+            }));
+            let _ = done.send(caught.is_err());
+        });
+        let panicked = finished.recv_timeout(std::time::Duration::from_secs(60));
+        assert_eq!(panicked, Ok(true), "the backend's panic never reached the stager");
+    }
+
 }
