@@ -1,15 +1,15 @@
 //! Blocks staged for writing to the segment files: a commit's (or an import's) pages and values
 //! are gathered in runs of consecutive blocks, and each full run is written on the database's
-//! write threads ([`crate::io::WriteThread`]) while the next is staged, so the SSD's write time
+//! write threads (`io/write_thread.rs`) while the next is staged, so the SSD's write time
 //! overlaps the staging's CPU. A stager dropped unfinished (on an error) first waits for its
 //! runs in flight, so no write of it lands after the error is returned.
 //!
 //! Nothing is synced here; the publish path ([`crate::log::publish`]) syncs what was written.
 //! The storage sees the same operations as if every run were written on the caller's thread,
-//! in the same order but for the runs in flight together: up to [`WRITE_THREADS`] runs of one
-//! segment are written at once (so two of them may reach the file in either order; neither is
-//! synced yet), and the stager waits for every run in flight before any other storage
-//! operation of its own (opening a segment file, a write of its own, the end).
+//! in the same order but for the runs in flight together: up to `WRITE_THREADS` (two) runs of
+//! one segment are written at once (so two of them may reach the file in either order;
+//! neither is synced yet), and the stager waits for every run in flight before any other
+//! storage operation of its own (opening a segment file, a write of its own, the end).
 
 use crate::error::{Error, Result};
 use crate::io::{BlockBuf, StorageFile, WriteJob, Written, BLOCK_BYTES, WRITE_THREADS};
