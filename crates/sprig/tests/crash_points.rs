@@ -7,7 +7,8 @@
 //! (root, count, every value, scans, proofs, `Db::check`), never a mix; then it must take a
 //! new commit that survives a further power loss. A commit larger than one staged run (the
 //! workload's value-log fill) has its full runs written on the database's write threads
-//! while the next is staged; the counting run must show such writes, so the crash points cover them.
+//! while the next is staged; the counting run must show such writes, so that the crash points
+//! cover them.
 //!
 //! The same again with automatic checkpoints written on a background thread: their steps run
 //! on that thread, and how they interleave with the commits' steps varies from run to run, so
@@ -153,7 +154,7 @@ fn enumerate(seed: u64, run_options: &Options, tally: &mut Tally) {
     let threads = reference.trace_threads();
     let me = std::thread::current().id();
     // A checkpoint's thread is one that wrote a checkpoint file (background checkpoints).
-    let checkpointers: Vec<_> = (0..trace.len())
+    let checkpointers: std::collections::HashSet<_> = (0..trace.len())
         .filter(|i| trace[*i].1.starts_with("ckpt-"))
         .filter_map(|i| threads.get(i).copied())
         .filter(|t| *t != me)

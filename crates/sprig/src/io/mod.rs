@@ -25,7 +25,7 @@ pub use memory::MemoryStorage;
 pub use posix::PosixStorage;
 #[cfg(target_os = "linux")]
 pub use uring::UringStorage;
-pub(crate) use write_thread::{WriteJob, WriteThread, Written, WRITE_THREADS};
+pub(crate) use write_thread::{WriteJob, WriteThreads, Written, WRITE_THREADS};
 
 use std::io;
 use std::sync::Arc;

@@ -9,7 +9,6 @@ use crate::io::{BlockBuf, StorageFile};
 use parking_lot::Mutex;
 use std::io;
 use std::panic::AssertUnwindSafe;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -39,52 +38,62 @@ pub struct WriteJob {
 
 /// The write threads of one database.
 #[derive(Default)]
-pub struct WriteThread {
-    started: Mutex<Option<Started>>,
-    /// No thread could be started: later writes go back to their senders at once.
-    refused: AtomicBool,
+pub struct WriteThreads {
+    state: Mutex<Threads>,
 }
 
-struct Started {
-    jobs: Sender<WriteJob>,
-    threads: Vec<JoinHandle<()>>,
+/// Whether the threads run.
+#[derive(Default)]
+enum Threads {
+    /// Not asked for yet.
+    #[default]
+    NotStarted,
+    /// Taking jobs from the queue.
+    Running {
+        jobs: Sender<WriteJob>,
+        threads: Vec<JoinHandle<()>>,
+    },
+    /// None could be started: writes go back to their senders.
+    Refused,
 }
 
-impl WriteThread {
+impl WriteThreads {
     /// Write threads not started yet.
-    pub fn new() -> WriteThread {
-        WriteThread::default()
+    pub fn new() -> WriteThreads {
+        WriteThreads::default()
     }
 
     /// Hand `job` to the threads, starting them on first use. The job comes back when no
     /// thread can take it (none can be started, or they ended): write it on the calling thread.
     pub fn submit(&self, job: WriteJob) -> Result<(), WriteJob> {
-        if self.refused.load(Ordering::Relaxed) {
-            return Err(job);
+        let mut state = self.state.lock();
+        if matches!(*state, Threads::NotStarted) {
+            *state = start();
         }
-        let mut started = self.started.lock();
-        if started.is_none() {
-            let (jobs, todo) = channel::<WriteJob>();
-            let todo = Arc::new(Mutex::new(todo));
-            let threads: Vec<JoinHandle<()>> = (0..WRITE_THREADS)
-                .filter_map(|i| {
-                    let todo = todo.clone();
-                    std::thread::Builder::new()
-                        .name(format!("sprig-writer-{i}"))
-                        .spawn(move || write_jobs(&todo))
-                        .ok()
-                })
-                .collect();
-            if threads.is_empty() {
-                self.refused.store(true, Ordering::Relaxed);
-                return Err(job);
-            }
-            *started = Some(Started { jobs, threads });
+        match &*state {
+            Threads::Running { jobs, .. } => jobs.send(job).map_err(|returned| returned.0),
+            Threads::NotStarted | Threads::Refused => Err(job),
         }
-        match started.as_ref() {
-            Some(s) => s.jobs.send(job).map_err(|returned| returned.0),
-            None => Err(job),
-        }
+    }
+}
+
+/// Start the threads on one queue; refused if none starts.
+fn start() -> Threads {
+    let (jobs, todo) = channel::<WriteJob>();
+    let todo = Arc::new(Mutex::new(todo));
+    let threads: Vec<JoinHandle<()>> = (0..WRITE_THREADS)
+        .filter_map(|i| {
+            let todo = todo.clone();
+            std::thread::Builder::new()
+                .name(format!("sprig-writer-{i}"))
+                .spawn(move || write_jobs(&todo))
+                .ok()
+        })
+        .collect();
+    if threads.is_empty() {
+        Threads::Refused
+    } else {
+        Threads::Running { jobs, threads }
     }
 }
 
@@ -105,15 +114,16 @@ fn write_jobs(todo: &Mutex<Receiver<WriteJob>>) {
                 )),
             }
         }));
-        // The sender may be gone (a stager dropped unfinished): nothing waits.
+        // A stager waits for its reports, even when dropped; if its channel is gone all the
+        // same, nobody is left to tell.
         let _unheard = job.reply.send((job.tag, job.buf, result));
     }
 }
 
-impl Drop for WriteThread {
+impl Drop for WriteThreads {
     fn drop(&mut self) {
         // Closing the queue ends the threads once the writes they hold are done.
-        if let Some(Started { jobs, threads }) = self.started.get_mut().take() {
+        if let Threads::Running { jobs, threads } = std::mem::take(self.state.get_mut()) {
             drop(jobs);
             for thread in threads {
                 let _ended = thread.join();
@@ -139,7 +149,7 @@ mod tests {
                 },
             )
             .unwrap();
-        let writes = WriteThread::new();
+        let writes = WriteThreads::new();
         let (reply, done) = channel();
         for i in 0..4u8 {
             // Two blocks of buffer, one written.

@@ -13,7 +13,7 @@
 use crate::codec::{checksum, Put, Reader, Source};
 use crate::error::{Error, Result};
 use crate::io::{
-    BlockBuf, OpenOptions, ReadRequest, Storage, StorageFile, WriteThread, BLOCK_BYTES,
+    BlockBuf, OpenOptions, ReadRequest, Storage, StorageFile, WriteThreads, BLOCK_BYTES,
 };
 use crate::options::{MAX_SEGMENT_BYTES, MIN_SEGMENT_BYTES};
 use crate::state::page::{ExternalValue, Page, MAX_VALUE_BYTES};
@@ -229,7 +229,7 @@ pub struct Segments {
     /// [`SPARE_BLOCKS`].
     spare: Mutex<Vec<BlockBuf>>,
     /// The threads that write the runs commits and imports stage ([`crate::log::stager`]).
-    writes: WriteThread,
+    writes: WriteThreads,
 }
 
 /// The most read buffers [`Segments`] keeps for reuse (2 MiB of blocks).
@@ -244,12 +244,12 @@ impl Segments {
             hasher,
             segment_blocks,
             spare: Mutex::new(Vec::new()),
-            writes: WriteThread::new(),
+            writes: WriteThreads::new(),
         }
     }
 
     /// The threads that write staged runs beside their staging.
-    pub(crate) fn write_thread(&self) -> &WriteThread {
+    pub(crate) fn write_threads(&self) -> &WriteThreads {
         &self.writes
     }
 

@@ -109,14 +109,6 @@ impl<'a> Stager<'a> {
         Ok(())
     }
 
-    /// The staged run's bytes.
-    fn staged(&self) -> Result<&[u8]> {
-        self.buf
-            .as_bytes()
-            .get(..self.used * BLOCK_BYTES)
-            .ok_or_else(|| Error::internal("a staged run beyond its buffer"))
-    }
-
     /// Hand the staged run to the write threads (once a thread is free, and once every run in
     /// flight is done if it begins another segment, whose file may be created), or write it
     /// here if no thread can take it.
@@ -132,8 +124,6 @@ impl<'a> Stager<'a> {
             self.wait_one()?;
         }
         let file = self.segments.file(segment, true)?;
-        let len = self.staged()?.len();
-        self.bytes += len as u64;
         let next = self
             .spare
             .pop()
@@ -142,36 +132,57 @@ impl<'a> Stager<'a> {
             file,
             offset: loc_offset(self.start),
             buf: std::mem::replace(&mut self.buf, next),
-            len,
+            len: self.used * BLOCK_BYTES,
             tag: segment,
             reply: self.reply.clone(),
         };
-        self.used = 0;
-        match self.segments.write_thread().submit(job) {
-            Ok(()) => self.in_flight.push(segment),
+        match self.segments.write_threads().submit(job) {
+            Ok(()) => {
+                self.in_flight.push(segment);
+                self.bytes += (self.used * BLOCK_BYTES) as u64;
+                self.used = 0;
+                Ok(())
+            }
             Err(job) => {
-                // No thread: written here, and its buffer kept.
-                let bytes = job.buf.as_bytes().get(..len);
-                let bytes = bytes.ok_or_else(|| Error::internal("a run beyond its buffer"))?;
-                write_run(&*job.file, self.start, bytes)?;
-                self.spare.push(job.buf);
+                // No thread: the run goes back in place and is written here.
+                let next = std::mem::replace(&mut self.buf, job.buf);
+                self.spare.push(next);
+                self.write_staged(&*job.file)
             }
         }
+    }
+
+    /// Write the staged run to `file` (its segment's) on this thread.
+    fn write_staged(&mut self, file: &dyn StorageFile) -> Result<()> {
+        let bytes = self
+            .buf
+            .as_bytes()
+            .get(..self.used * BLOCK_BYTES)
+            .ok_or_else(|| Error::internal("a staged run beyond its buffer"))?;
+        write_run(file, self.start, bytes)?;
+        self.bytes += bytes.len() as u64;
+        self.used = 0;
         Ok(())
     }
 
-    /// Wait for one run in flight (there must be one); its error, if it failed.
-    fn wait_one(&mut self) -> Result<()> {
-        let (segment, buf, result) = self
+    /// The report of one run in flight (there must be one), taken off the runs in flight.
+    fn take_report(&mut self) -> Result<Written> {
+        let report = self
             .done
             .recv()
             .map_err(|_| Error::internal("the write threads ended with runs in flight"))?;
         let at = self
             .in_flight
             .iter()
-            .position(|s| *s == segment)
+            .position(|s| *s == report.0)
             .ok_or_else(|| Error::internal("a report of a run never handed off"))?;
         self.in_flight.swap_remove(at);
+        Ok(report)
+    }
+
+    /// Wait for one run in flight (there must be one); its error, if it failed.
+    fn wait_one(&mut self) -> Result<()> {
+        let (segment, buf, result) = self.take_report()?;
         self.spare.push(buf);
         match result {
             Ok(written) => written.map_err(|e| Error::io("writing", segment_file_name(segment), e)),
@@ -203,9 +214,7 @@ impl<'a> Stager<'a> {
         self.wait_all()?;
         if self.used > 0 {
             let file = self.segments.file(loc_segment(self.start), true)?;
-            write_run(&*file, self.start, self.staged()?)?;
-            self.bytes += (self.used * BLOCK_BYTES) as u64;
-            self.used = 0;
+            self.write_staged(&*file)?;
         }
         Ok(())
     }
@@ -228,16 +237,8 @@ impl Drop for Stager<'_> {
     /// that none lands after the failure is reported (an import's failure may leave the writer
     /// usable, and the next commit reuses the blocks).
     fn drop(&mut self) {
-        while !self.in_flight.is_empty() {
-            match self.done.recv() {
-                Ok((segment, _, _)) => {
-                    if let Some(at) = self.in_flight.iter().position(|s| *s == segment) {
-                        self.in_flight.swap_remove(at);
-                    }
-                }
-                Err(_) => return,
-            }
-        }
+        // Their results (the failure is already on its way) and panics are dropped here.
+        while !self.in_flight.is_empty() && self.take_report().is_ok() {}
     }
 }
 
