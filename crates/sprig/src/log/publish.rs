@@ -19,7 +19,7 @@
 use crate::error::{Error, Result};
 use crate::io::Storage;
 use crate::log::checkpoint::{checkpoint_file_name, Checkpoint};
-use crate::log::record::{apply_record_noting, CommitRecord, Known};
+use crate::log::record::{apply_record_noting, CommitRecord, Prior};
 use crate::log::recovery::Snapshot;
 use crate::log::segments::{segment_file_name, SegmentTable};
 use crate::log::stager::Staged;
@@ -27,7 +27,7 @@ use crate::log::wal::{wal_file_name, Wal, FLAG_PRIOR_DURABLE, FLAG_SYNCED};
 use crate::log::writer::Writer;
 use crate::log::Log;
 use crate::options::SyncPolicy;
-use crate::state::tables::{TableId, Tables};
+use crate::state::tables::Tables;
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
@@ -73,7 +73,7 @@ impl Log {
         head_seq: u64,
         record: &CommitRecord,
         blocks: Blocks<'_>,
-        known: &[(TableId, Known)],
+        prior: &Prior,
     ) -> Result<Published> {
         let Blocks { staged, created } = blocks;
         if head_seq.checked_add(1) != Some(record.seq) {
@@ -118,7 +118,7 @@ impl Log {
         failpoint!("commit.record_synced");
         let (wal_id, _) = w.log_position()?;
         let mut released = Vec::new();
-        let tables = apply_record_noting(head, &mut w.table, record, known, &mut |l| {
+        let tables = apply_record_noting(head, &mut w.table, record, prior, &mut |l| {
             released.push(l)
         })
             .map_err(|e| Error::corruption(wal_file_name(wal_id), 0, e.to_string()))?;

@@ -559,6 +559,11 @@ pub enum ApplyError {
         /// The count the replay produced.
         found: u64,
     },
+    /// What a committer computed ahead for a table's change ([`Replaced`]) was computed on
+    /// another directory or for other regions: a bug of the committer, caught before the
+    /// accounting changes.
+    #[error("the pages replaced in table {0} were computed for another change")]
+    KnownMismatch(TableId),
     /// A location, extent, segment id or fill level no commit can have written.
     #[error("{0}")]
     OutOfBounds(String),
@@ -649,7 +654,7 @@ pub fn apply_record(
     table: &mut SegmentTable,
     record: &CommitRecord,
 ) -> Result<Tables, ApplyError> {
-    apply_record_noting(tables, table, record, &[], &mut |_| {})
+    apply_record_noting(tables, table, record, &Prior::default(), &mut |_| {})
 }
 
 /// What a committer already holds of a record's resulting directory, for one table.
@@ -665,18 +670,70 @@ pub enum Known {
     Built(Directory),
 }
 
+/// What a committer already holds of a record's result, for [`apply_record_noting`] to take
+/// instead of computing it again (nothing, on replay).
+#[derive(Default)]
+pub struct Prior {
+    /// The resulting directories it has, by table.
+    pub known: Vec<(TableId, Known)>,
+    /// The pages the record's regions supersede, by table.
+    pub replaced: Vec<Replaced>,
+}
+
+/// The on-disk pages that replacing the regions at `prefixes` of `on` (a table's latest
+/// directory) supersedes, computed by a committer before the record is published (on another
+/// core, while it writes pages), for [`apply_record_noting`] to take instead of walking the
+/// directory again.
+pub struct Replaced {
+    /// The table whose regions these are.
+    pub table: TableId,
+    on: Directory,
+    prefixes: Vec<Prefix>,
+    locs: Vec<u64>,
+}
+
+impl Replaced {
+    /// Walk `on` for the pages the regions at `prefixes` of `table` supersede.
+    pub fn compute(table: TableId, on: Directory, prefixes: Vec<Prefix>) -> Replaced {
+        let mut locs = Vec::new();
+        for_each_replaced_disk_page(&on, &prefixes, &mut |l| locs.push(l));
+        Replaced {
+            table,
+            on,
+            prefixes,
+            locs,
+        }
+    }
+
+    /// The pages, if they were computed for exactly these regions of `before`.
+    fn for_change(&self, before: &Directory, change: &TableChange) -> Result<&[u64], ApplyError> {
+        let same_regions = self.prefixes.len() == change.regions.len()
+            && self
+                .prefixes
+                .iter()
+                .zip(&change.regions)
+                .all(|(p, (q, _))| p == q);
+        if self.on.is(before) && same_regions {
+            Ok(&self.locs)
+        } else {
+            Err(ApplyError::KnownMismatch(change.table))
+        }
+    }
+}
+
 /// [`apply_record`], telling `released` the location of every page the record takes out of
 /// the latest version (the pages of dropped tables and of replaced regions), as the accounting
 /// releases it: what no new reader needs in a cache. Called only once the whole result has
 /// been computed and checked. `known` holds what the committer already has of the result's
-/// directories, by table (empty on replay).
+/// directories and of the pages they replace (empty on replay).
 pub fn apply_record_noting(
     tables: &Tables,
     table: &mut SegmentTable,
     record: &CommitRecord,
-    known: &[(TableId, Known)],
+    prior: &Prior,
     released: &mut dyn FnMut(u64),
 ) -> Result<Tables, ApplyError> {
+    let Prior { known, replaced } = prior;
     record.check_bounds(table.segment_blocks)?;
     // Compute the whole result before touching the accounting.
     let mut next = tables.clone();
@@ -727,6 +784,14 @@ pub fn apply_record_noting(
     // The union changes are checked (and applied to `next`) before the accounting changes.
     let changed_ids: Vec<TableId> = changed.iter().map(|(id, _)| *id).collect();
     next = apply_unions(tables, next, &record.unions, &changed_ids)?;
+    // The replaced pages a committer computed ahead, checked to be for these changes.
+    let mut ahead: Vec<Option<&[u64]>> = Vec::with_capacity(record.tables.len());
+    for t in &record.tables {
+        ahead.push(match (replaced.iter().find(|r| r.table == t.table), next.dir(t.table)) {
+            (Some(r), Some(before)) => Some(r.for_change(before, t)?),
+            _ => None,
+        });
+    }
     // Accounting: the pages of dropped tables and of replaced regions go, the new ones come.
     for gone in &dropped {
         for_each_disk_page(&gone.dir.tree(), &mut |l| {
@@ -735,12 +800,25 @@ pub fn apply_record_noting(
         });
         table.table_values_freed(gone.def.id, record.seq);
     }
-    for t in &record.tables {
+    for (t, ahead) in record.tables.iter().zip(ahead) {
         if let Some(before) = next.dir(t.table) {
-            for_each_replaced_disk_page(before, t.regions.iter().map(|(p, _)| p), &mut |l| {
+            let mut release = |l| {
                 table.page_released(l, record.seq);
                 released(l);
-            });
+            };
+            let prefixes = t.regions.iter().map(|(p, _)| p);
+            match ahead {
+                Some(locs) => {
+                    #[cfg(debug_assertions)]
+                    {
+                        let mut walked = Vec::new();
+                        for_each_replaced_disk_page(before, prefixes, &mut |l| walked.push(l));
+                        assert_eq!(locs, &walked[..], "replaced pages computed ahead differ");
+                    }
+                    locs.iter().for_each(|l| release(*l));
+                }
+                None => for_each_replaced_disk_page(before, prefixes, &mut release),
+            }
         }
         for (_, subtree) in &t.regions {
             for_each_disk_page(subtree, &mut |l| table.add_pages(l, 1));
@@ -1033,6 +1111,47 @@ mod tests {
             matches!(e, crate::error::Error::SegmentIdsExhausted { .. }),
             "{e}"
         );
+    }
+
+    /// The pages a committer found its regions supersede, computed ahead on another core, are
+    /// taken only for the change they were computed for: computed on another directory or for
+    /// other regions, they are refused before the accounting changes (in debug builds, taken
+    /// ones are also checked against the walk).
+    #[test]
+    fn replaced_pages_computed_ahead_fit_only_their_change() {
+        let arena = Arena::new();
+        let empty = Tables::empty(&arena, Hasher::Blake3);
+        let mut table = SegmentTable::new(SEGMENT_BLOCKS);
+        let first = apply_record(&empty, &mut table, &record(&arena, loc(1, 11), loc(1, 8))).unwrap();
+        let before = first.dir(DEFAULT_TABLE_ID).unwrap().clone();
+        let mut second = record(&arena, loc(1, 13), loc(1, 8));
+        second.seq = 2;
+        second.values_written.clear();
+        second.segment_heads = vec![(1, 14)];
+        let apply = |replaced: Replaced, table: &mut SegmentTable| {
+            let prior = Prior {
+                known: Vec::new(),
+                replaced: vec![replaced],
+            };
+            let mut released = Vec::new();
+            apply_record_noting(&first, table, &second, &prior, &mut |l| released.push(l))
+                .map(|_| released)
+        };
+        let mut t = table.clone();
+        let right = Replaced::compute(DEFAULT_TABLE_ID, before.clone(), vec![Prefix::root()]);
+        assert_eq!(apply(right, &mut t).unwrap(), vec![loc(1, 11)]);
+        assert_eq!(t.live_page_locs(1), vec![loc(1, 13)]);
+
+        let other_dir = empty.dir(DEFAULT_TABLE_ID).unwrap().clone();
+        for wrong in [
+            Replaced::compute(DEFAULT_TABLE_ID, other_dir, vec![Prefix::root()]),
+            Replaced::compute(DEFAULT_TABLE_ID, before.clone(), Vec::new()),
+        ] {
+            let mut t = table.clone();
+            let e = apply(wrong, &mut t).unwrap_err();
+            assert!(matches!(e, ApplyError::KnownMismatch(DEFAULT_TABLE_ID)), "{e}");
+            assert_eq!(accounting(&t), accounting(&table), "nothing applied");
+        }
     }
 
     /// Union changes: a start freezes its inputs (reading nothing), encodes and decodes

@@ -253,16 +253,15 @@ impl Segments {
         &self.writes
     }
 
-    /// `n` zeroed one-block read buffers, reused ones first.
+    /// `n` one-block read buffers, reused ones first. A reused one still holds what it read
+    /// last, and is not cleared: a read fills all of its buffer or fails, and the buffer of a
+    /// failed read is never looked at (the backends hand only whole reads to their callers).
     fn blocks(&self, n: usize) -> Vec<BlockBuf> {
         let mut out = {
             let mut spare = self.spare.lock();
             let keep = spare.len().saturating_sub(n);
             spare.split_off(keep)
         };
-        for buf in &mut out {
-            buf.as_bytes_mut().fill(0);
-        }
         out.resize_with(n, || BlockBuf::zeroed(1));
         out
     }
@@ -955,10 +954,11 @@ mod tests {
         assert!(e.to_string().contains("past the end of the file"), "{e}");
     }
 
-    /// Read buffers come back zeroed when reused, only one-block ones are kept, and no more
-    /// than the cap; reads through reused buffers return what is on disk.
+    /// Read buffers are reused as they are (not cleared: every read fills its whole buffer),
+    /// only one-block ones are kept, and no more than the cap; reads through reused buffers
+    /// that held other bytes return what is on disk.
     #[test]
-    fn read_buffers_are_reused_zeroed_and_bounded() {
+    fn read_buffers_are_reused_and_bounded() {
         let (segs, ..) = value_record_fixture();
         let f = segs.file(1, true).unwrap();
         f.write_at(&[9u8; BLOCK_BYTES * 3], 0).unwrap();
@@ -972,7 +972,9 @@ mod tests {
         assert_eq!(segs.spare.lock().len(), 3, "only one-block buffers are kept");
         let bufs = segs.blocks(5);
         assert_eq!(bufs.len(), 5);
-        assert!(bufs.iter().all(|b| b.block_count() == 1 && b.as_bytes().iter().all(|x| *x == 0)));
+        assert!(bufs.iter().all(|b| b.block_count() == 1));
+        let reused = bufs.iter().filter(|b| b.as_bytes() == [0xee; BLOCK_BYTES]).count();
+        assert_eq!(reused, 3, "the three spare buffers are handed out first");
         assert!(segs.spare.lock().is_empty());
         segs.recycle(dirty(SPARE_BLOCKS + 10));
         assert_eq!(segs.spare.lock().len(), SPARE_BLOCKS);

@@ -6,7 +6,7 @@
 
 use crate::error::{Error, Result};
 use crate::log::publish::Blocks;
-use crate::log::record::{CommitRecord, UnionChange};
+use crate::log::record::{CommitRecord, Prior, UnionChange};
 use crate::state::tables::{TableDef, TableId, Tables, DEFAULT_TABLE_ID};
 use crate::write::engine::Inner;
 use crate::write::CommitInfo;
@@ -126,7 +126,14 @@ impl Inner {
         };
         w.guarded(|w| {
             let published =
-                self.publish_record(w, &head, &record, Blocks::none(), self.versions.next_id(), &[])?;
+                self.publish_record(
+                    w,
+                    &head,
+                    &record,
+                    Blocks::none(),
+                    self.versions.next_id(),
+                    &Prior::default(),
+                )?;
             self.counters.commit();
             self.counters.written(published.log_bytes, 0);
             self.refresh_emptied(w);

@@ -203,20 +203,25 @@ impl Inner {
             }
         }
         let taken = pages.len() + misses.len();
-        let blocks = self.log.segments.read_blocks(&misses)?;
+        // Each page is decoded as its read completes, while the others are in flight.
+        let mut decoded: Vec<Option<std::result::Result<Page, String>>> = vec![None; misses.len()];
+        let blocks = self.log.segments.read_blocks_each(&misses, &mut |i, block| {
+            if let Some(slot) = decoded.get_mut(i) {
+                *slot = Some(Page::decode(block.as_bytes()).map_err(|e| e.to_string()));
+            }
+        })?;
         self.counters
             .page_reads(ReadKind::Maintenance, blocks.len() as u64);
-        for (l, block) in misses.iter().zip(&blocks) {
-            let page = Page::decode(block.as_bytes()).map_err(|e| {
-                Error::corruption(
-                    segment_file_name(loc_segment(*l)),
-                    loc_offset(*l),
-                    e.to_string(),
-                )
-            })?;
+        self.log.segments.recycle(blocks);
+        for (l, page) in misses.iter().zip(decoded) {
+            let corrupt = |what: String| {
+                Error::corruption(segment_file_name(loc_segment(*l)), loc_offset(*l), what)
+            };
+            let page = page
+                .ok_or_else(|| Error::internal("a page read was never handed over"))?
+                .map_err(corrupt)?;
             pages.push((*l, Arc::new(page)));
         }
-        self.log.segments.recycle(blocks);
         // The table whose directory holds each page where it is (locations are unique, so at
         // most one does): every table's nodes at the pages' regions, found in one descent.
         let prefixes: Vec<Prefix> = pages.iter().map(|(_, page)| *page.prefix()).collect();

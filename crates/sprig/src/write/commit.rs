@@ -7,10 +7,12 @@ use super::CommitInfo;
 use crate::error::{Error, Result};
 use crate::log::publish::{Blocks, Published};
 use crate::log::stager::Stager;
-use crate::log::record::{CommitRecord, Known, TableChange};
+use crate::log::record::{CommitRecord, Known, Prior, Replaced, TableChange};
 use crate::log::segments::{encode_value_record, value_blocks};
 use crate::log::writer::Writer;
-use crate::state::directory::{MemoryPage, NodeId, PageLoc, PageRef, Shape, Subtree};
+use crate::state::directory::{Directory, MemoryPage, NodeId, PageLoc, PageRef, Shape, Subtree};
+use crate::state::prefix::Prefix;
+use crate::write::cores;
 use crate::state::page::{Page, UNWRITTEN};
 use crate::state::tables::TableId;
 use crate::state::version::Version;
@@ -20,6 +22,31 @@ use crate::telemetry::Phase;
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::Instant;
+
+/// The fewest regions whose superseded pages are looked up on another core while the commit
+/// writes; for fewer, handing the walk over costs more than it saves.
+const PARALLEL_REPLACED_MIN: usize = 64;
+
+/// What a commit's writes produce, for its record and its publication.
+struct Staging {
+    /// The blocks written, not yet synced.
+    staged: crate::log::stager::Staged,
+    /// The segments whose files the writes created.
+    created: BTreeSet<u32>,
+    segment_heads: Vec<(u32, u32)>,
+    /// Each page as written, by location.
+    written_pages: Vec<(u64, Arc<Page>)>,
+    /// The in-memory pages written, to release once durable.
+    to_release: Vec<(Arc<MemoryPage>, u64, u64)>,
+    locs: ValueLocs,
+    values_written: Vec<(u64, u32, TableId, KeyPath)>,
+    values_freed: Vec<u64>,
+    /// The record's table changes, and what the writer has of each resulting directory.
+    tables: Vec<TableChange>,
+    known: Vec<(TableId, Known)>,
+    /// The overlay's in-memory pages written, to move to disk in place.
+    moves: Vec<(NodeId, u64, u64)>,
+}
 
 /// Where the value records written by a commit went.
 #[derive(Default)]
@@ -163,7 +190,6 @@ impl Inner {
                 "committing a version that is not an overlay",
             ));
         };
-        let parent = pending.parent();
         let seq = head
             .seq
             .checked_add(1)
@@ -177,7 +203,143 @@ impl Inner {
             .filter(|(_, m)| m.used_blocks > 0)
             .map(|(id, _)| *id)
             .collect();
+        let ids: BTreeSet<TableId> = pending
+            .parts
+            .regions
+            .keys()
+            .chain(relocation.regions.keys())
+            .copied()
+            .collect();
+        // The pages the record's regions supersede, found on another core while this one
+        // writes (the record's regions of each table: the overlay's, then the relocated).
+        let mut regions_replaced = 0usize;
+        let replaced_on: Vec<(TableId, Directory, Vec<Prefix>)> = ids
+            .iter()
+            .filter_map(|id| {
+                let dir = head.tables.dir(*id)?.clone();
+                let prefixes: Vec<Prefix> = [&pending.parts.regions, &relocation.regions]
+                    .into_iter()
+                    .flat_map(|r| r.get(id).into_iter().flatten().map(|(p, _)| *p))
+                    .collect();
+                regions_replaced += prefixes.len();
+                Some((*id, dir, prefixes))
+            })
+            .collect();
+        let find_replaced = move || -> Vec<Replaced> {
+            replaced_on
+                .into_iter()
+                .map(|(id, dir, prefixes)| Replaced::compute(id, dir, prefixes))
+                .collect()
+        };
         let write_started = Instant::now();
+        let (replaced, staging) = cores::both(
+            regions_replaced >= PARALLEL_REPLACED_MIN,
+            find_replaced,
+            || self.stage(w, version, head, freed, &relocation, &ids, &existing),
+        );
+        let staging = staging?;
+        let metrics = &self.counters.metrics;
+        metrics.phase(Phase::Write, write_started.elapsed());
+        // From here until `mark_committed` the head may already carry this overlay's
+        // sequence number: readers must see it as being committed, not superseded.
+        if !pending.begin_commit() {
+            return Err(Error::Discarded {
+                overlay: version.id,
+                seq: version.seq,
+            });
+        }
+        // The overlay's pages are written, not yet durable: the overlay is being committed, and
+        // a failure from here on poisons the writer, so no block is reused while it may read
+        // them. They go into the cache first, so that readers of the overlay (the pipeline's
+        // next batch) find them there while the commit syncs, as they found them in memory.
+        let evicted = staging.written_pages
+            .iter()
+            .filter_map(|(l, page)| self.cache.insert(*l, page.clone()))
+            .collect();
+        self.drop_pages(evicted);
+        version.tables.arena().move_to_disk(&staging.moves);
+        let record = CommitRecord {
+            seq,
+            dropped: Vec::new(),
+            created: Vec::new(),
+            tables: staging.tables,
+            values_written: staging.values_written,
+            values_freed: staging.values_freed,
+            segment_heads: staging.segment_heads,
+            unions: Vec::new(),
+        };
+        let published = self.publish_record(
+            w,
+            head,
+            &record,
+            Blocks {
+                staged: staging.staged,
+                created: &staging.created,
+            },
+            version.id,
+            &Prior {
+                known: staging.known,
+                replaced,
+            },
+        );
+        let Published {
+            data_bytes,
+            log_bytes,
+            sync_took,
+            log_took,
+            ..
+        } = published.inspect_err(|_| pending.abort_commit())?;
+        metrics.phase(Phase::Sync, sync_took);
+        metrics.phase(Phase::Log, log_took);
+        pending.mark_committed(staging.locs.new.clone(), head.clone());
+        // Overlays built on this one share these pages: from now on they read them from disk.
+        for (page, l, checksum) in staging.to_release {
+            page.release(l, checksum);
+        }
+        let pages_relocated = relocation.regions.values().map(|r| r.len() as u64).sum();
+        let values_relocated = relocation.values.len() as u64;
+        self.counters.commit();
+        self.counters
+            .written(data_bytes + log_bytes, staging.written_pages.len() as u64);
+        self.counters.reshaped(pending.parts.splits, pending.parts.merges);
+        self.counters.cleaned(pages_relocated, values_relocated, 0);
+
+        let housekeeping_started = Instant::now();
+        self.refresh_emptied(w);
+        self.after_commit(w)?;
+        metrics.phase(Phase::Housekeeping, housekeeping_started.elapsed());
+        Ok(CommitInfo {
+            seq,
+            root: version.tables.default_dir().root_node(),
+            db_root: version.tables.db_root(),
+            pages_written: staging.written_pages.len() as u64,
+            bytes_written: data_bytes + log_bytes,
+            pages_relocated,
+            values_relocated,
+        })
+    }
+
+    /// Allocate blocks for the new values and pages of the overlay `version` (and what the
+    /// cleaner relocates) and queue their writes: the values first (pages point at them),
+    /// then every page of the changed and relocated regions, table by table (`ids`), in key
+    /// order. `existing` are the segments written before.
+    #[allow(clippy::too_many_arguments)]
+    fn stage(
+        &self,
+        w: &mut Writer,
+        version: &Arc<Version>,
+        head: &Arc<Version>,
+        freed: &BTreeSet<u64>,
+        relocation: &crate::write::cleaner::Relocation,
+        ids: &BTreeSet<TableId>,
+        existing: &BTreeSet<u32>,
+    ) -> Result<Staging> {
+        let Some(pending) = &version.overlay else {
+            return Err(Error::internal(
+                "committing a version that is not an overlay",
+            ));
+        };
+        let parent = pending.parent();
         let mut stager = Stager::new(&self.log.segments);
         let mut written_pages: Vec<(u64, Arc<Page>)> = Vec::new();
         // In-memory pages this commit writes: released from memory once it is durable.
@@ -203,18 +365,12 @@ impl Inner {
         }
 
         // Then every page of the changed and relocated regions, table by table, in key order.
-        let ids: BTreeSet<TableId> = pending
-            .parts.regions
-            .keys()
-            .chain(relocation.regions.keys())
-            .copied()
-            .collect();
         // The record's table changes, and what the writer has of each resulting directory.
         let mut tables: Vec<TableChange> = Vec::new();
         let mut known: Vec<(TableId, Known)> = Vec::new();
         // The overlay's in-memory pages written, to move to disk in place.
         let mut moves: Vec<(NodeId, u64, u64)> = Vec::new();
-        for id in ids {
+        for &id in ids {
             let dir = version
                 .tables
                 .dir(id)
@@ -282,81 +438,18 @@ impl Inner {
             .copied()
             .collect();
         let staged = stager.finish()?;
-        let metrics = &self.counters.metrics;
-        metrics.phase(Phase::Write, write_started.elapsed());
-        // From here until `mark_committed` the head may already carry this overlay's
-        // sequence number: readers must see it as being committed, not superseded.
-        if !pending.begin_commit() {
-            return Err(Error::Discarded {
-                overlay: version.id,
-                seq: version.seq,
-            });
-        }
-        // The overlay's pages are written, not yet durable: the overlay is being committed, and
-        // a failure from here on poisons the writer, so no block is reused while it may read
-        // them. They go into the cache first, so that readers of the overlay (the pipeline's
-        // next batch) find them there while the commit syncs, as they found them in memory.
-        let evicted = written_pages
-            .iter()
-            .filter_map(|(l, page)| self.cache.insert(*l, page.clone()))
-            .collect();
-        self.drop_pages(evicted);
-        version.tables.arena().move_to_disk(&moves);
-        let record = CommitRecord {
-            seq,
-            dropped: Vec::new(),
-            created: Vec::new(),
-            tables,
+        Ok(Staging {
+            staged,
+            created,
+            segment_heads,
+            written_pages,
+            to_release,
+            locs,
             values_written,
             values_freed,
-            segment_heads,
-            unions: Vec::new(),
-        };
-        let published = self.publish_record(
-            w,
-            head,
-            &record,
-            Blocks {
-                staged,
-                created: &created,
-            },
-            version.id,
-            &known,
-        );
-        let Published {
-            data_bytes,
-            log_bytes,
-            sync_took,
-            log_took,
-            ..
-        } = published.inspect_err(|_| pending.abort_commit())?;
-        metrics.phase(Phase::Sync, sync_took);
-        metrics.phase(Phase::Log, log_took);
-        pending.mark_committed(locs.new.clone(), head.clone());
-        // Overlays built on this one share these pages: from now on they read them from disk.
-        for (page, l, checksum) in to_release {
-            page.release(l, checksum);
-        }
-        let pages_relocated = relocation.regions.values().map(|r| r.len() as u64).sum();
-        let values_relocated = relocation.values.len() as u64;
-        self.counters.commit();
-        self.counters
-            .written(data_bytes + log_bytes, written_pages.len() as u64);
-        self.counters.reshaped(pending.parts.splits, pending.parts.merges);
-        self.counters.cleaned(pages_relocated, values_relocated, 0);
-
-        let housekeeping_started = Instant::now();
-        self.refresh_emptied(w);
-        self.after_commit(w)?;
-        metrics.phase(Phase::Housekeeping, housekeeping_started.elapsed());
-        Ok(CommitInfo {
-            seq,
-            root: version.tables.default_dir().root_node(),
-            db_root: version.tables.db_root(),
-            pages_written: written_pages.len() as u64,
-            bytes_written: data_bytes + log_bytes,
-            pages_relocated,
-            values_relocated,
+            tables,
+            known,
+            moves,
         })
     }
 

@@ -69,8 +69,8 @@ impl Inner {
     }
 
     /// Publish `record` on top of `head` through the log's one publish path, and make the
-    /// result the latest version, with id `id`. `known` holds what the caller already has of
-    /// the result's directories (see [`crate::log::record::apply_record_noting`]). Call inside
+    /// result the latest version, with id `id`. `prior` holds what the caller already has of
+    /// the result (see [`crate::log::record::apply_record_noting`]). Call inside
     /// [`Writer::guarded`].
     pub fn publish_record(
         &self,
@@ -79,11 +79,11 @@ impl Inner {
         record: &CommitRecord,
         blocks: Blocks<'_>,
         id: u64,
-        known: &[(crate::state::tables::TableId, crate::log::record::Known)],
+        prior: &crate::log::record::Prior,
     ) -> Result<Published> {
         let published = self
             .log
-            .publish_record(w, &head.tables, head.seq, record, blocks, known)?;
+            .publish_record(w, &head.tables, head.seq, record, blocks, prior)?;
         let version = Arc::new(Version {
             id,
             seq: record.seq,

@@ -36,7 +36,7 @@ use crate::write::engine::Inner;
 use crate::state::directory::{Directory, PageLoc, PageRef, Subtree};
 use crate::error::{Error, Result};
 use crate::io::BLOCK_BYTES;
-use crate::log::record::{hex, CommitRecord, TableChange, UnionChange};
+use crate::log::record::{hex, CommitRecord, Prior, TableChange, UnionChange};
 use crate::state::tables::{TableDef, TableId};
 
 /// Where an import goes.
@@ -665,7 +665,7 @@ impl<'a> Import<'a> {
                         created: &created,
                     },
                     inner.versions.next_id(),
-                    &[],
+                    &Prior::default(),
                 )
                 .map(|p| p.log_bytes)
         })?;

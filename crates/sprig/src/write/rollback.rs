@@ -14,7 +14,7 @@ use crate::state::version::Version;
 use crate::state::directory::{diff, Directory, PageRef, Region};
 use crate::state::tables::{TableDef, TableId};
 use crate::error::{Error, Result};
-use crate::log::record::{CommitRecord, Known, TableChange, UnionChange};
+use crate::log::record::{CommitRecord, Known, Prior, TableChange, UnionChange};
 use crate::log::segments::value_record_blocks;
 use crate::state::page::ValueRef;
 use crate::state::prefix::Prefix;
@@ -161,7 +161,10 @@ impl Inner {
                 &record,
                 Blocks::none(),
                 inner.versions.next_id(),
-                &known,
+                &Prior {
+                    known,
+                    replaced: Vec::new(),
+                },
             )?;
             inner.counters.commit();
             inner.counters.written(published.log_bytes, 0);
