@@ -74,16 +74,22 @@ impl Counters {
 
     /// Count `n` pages read from the SSD for `kind`.
     pub fn page_reads(&self, kind: ReadKind, n: u64) {
+        self.block_reads(kind, n, n);
+    }
+
+    /// Count `reads` SSD reads for `kind` that fetched `blocks` blocks in all (runs of
+    /// contiguous blocks read at once).
+    pub fn block_reads(&self, kind: ReadKind, reads: u64, blocks: u64) {
         let (c, i) = match kind {
             ReadKind::Lookup => (&self.lookup_reads, 0),
             ReadKind::Batch => (&self.batch_reads, 1),
             ReadKind::Proof => (&self.proof_reads, 2),
             ReadKind::Maintenance => (&self.maintenance_reads, 3),
         };
-        let bytes = n * crate::io::BLOCK_BYTES as u64;
-        add(c, n);
+        let bytes = blocks * crate::io::BLOCK_BYTES as u64;
+        add(c, reads);
         add(&self.bytes_read, bytes);
-        self.metrics.page_reads[i].increment(n);
+        self.metrics.page_reads[i].increment(reads);
         self.metrics.bytes_read.increment(bytes);
     }
 

@@ -127,6 +127,16 @@ pub fn check_loc(l: u64, segment_blocks: u32) -> Result<(), &'static str> {
     Ok(())
 }
 
+/// Check a run of `blocks` blocks starting at `l` (at least one), in segments of
+/// `segment_blocks` blocks: it must end within its segment.
+pub fn check_span(l: u64, blocks: u32, segment_blocks: u32) -> Result<(), &'static str> {
+    check_loc(l, segment_blocks)?;
+    match loc_block(l).checked_add(blocks) {
+        Some(end) if blocks > 0 && end <= segment_blocks => Ok(()),
+        _ => Err("a run of blocks beyond the segment size"),
+    }
+}
+
 /// Check the extent of a value record of `blocks` blocks at `l`, in segments of
 /// `segment_blocks` blocks. Allocation puts a record in the active segment if it fits, else at
 /// the start of a new one: a record ends within its segment unless it starts one.
@@ -326,29 +336,46 @@ impl Segments {
         locs: &[u64],
         done: &mut dyn FnMut(usize, &BlockBuf),
     ) -> Result<Vec<BlockBuf>> {
-        let files: Vec<Arc<dyn StorageFile>> = locs
+        let spans: Vec<(u64, u32)> = locs.iter().map(|l| (*l, 1)).collect();
+        self.read_spans_each(&spans, done)
+    }
+
+    /// Read runs of contiguous blocks, each `(first block's location, blocks)` one read, all
+    /// in flight at once, handing each run's buffer (with its index in `spans`) to `done` as
+    /// soon as it is read. Only the extents are checked (within their segment), not what is
+    /// read.
+    pub fn read_spans_each(
+        &self,
+        spans: &[(u64, u32)],
+        done: &mut dyn FnMut(usize, &BlockBuf),
+    ) -> Result<Vec<BlockBuf>> {
+        let files: Vec<Arc<dyn StorageFile>> = spans
             .iter()
-            .map(|l| {
-                check_loc(*l, self.segment_blocks).map_err(|what| {
+            .map(|(l, n)| {
+                check_span(*l, *n, self.segment_blocks).map_err(|what| {
                     Error::corruption(segment_file_name(loc_segment(*l)), loc_offset(*l), what)
                 })?;
                 self.file(loc_segment(*l), false)
             })
             .collect::<Result<_>>()?;
-        let mut requests: Vec<ReadRequest<'_>> = locs
+        let singles = spans.iter().filter(|(_, n)| *n == 1).count();
+        let mut spare = self.blocks(singles).into_iter();
+        let mut requests: Vec<ReadRequest<'_>> = spans
             .iter()
             .zip(files.iter())
-            .zip(self.blocks(locs.len()))
-            .map(|((l, f), buf)| ReadRequest {
+            .map(|((l, n), f)| ReadRequest {
                 file: f.as_ref(),
                 offset: loc_offset(*l),
-                buf,
+                buf: match n {
+                    1 => spare.next().unwrap_or_else(|| BlockBuf::zeroed(1)),
+                    _ => BlockBuf::zeroed(*n as usize),
+                },
             })
             .collect();
         self.storage.read_batch_each(&mut requests, done).map_err(|e| {
-            let (file, offset) = match locs {
-                [one] => (segment_file_name(loc_segment(*one)), loc_offset(*one)),
-                _ => (format!("{} pages in segment files", locs.len()), 0),
+            let (file, offset) = match spans {
+                [(one, _)] => (segment_file_name(loc_segment(*one)), loc_offset(*one)),
+                _ => (format!("{} pages in segment files", spans.len()), 0),
             };
             read_error("reading", file, offset, e)
         })?;
@@ -915,6 +942,12 @@ mod tests {
         assert!(e.is_some_and(|e| e.is_corruption() && e.to_string().contains("beyond")));
         let e = segs.read_blocks(&[loc(0, 3)]).err();
         assert!(e.is_some_and(|e| e.is_corruption()));
+        // A run of blocks must end within its segment (256 blocks here), and hold one.
+        for (start, blocks) in [(loc(1, 250), 7), (loc(1, 0), 0), (loc(1, 1), u32::MAX)] {
+            let e = segs.read_spans_each(&[(start, blocks)], &mut |_, _| {}).err();
+            assert!(e.is_some_and(|e| e.is_corruption()), "{start:x} {blocks}");
+        }
+        assert!(check_span(loc(1, 250), 6, 256).is_ok());
     }
 
     /// A record larger than the read-ahead is read in two steps: the rest only once the
