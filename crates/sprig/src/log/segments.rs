@@ -240,7 +240,16 @@ pub struct Segments {
     spare: Mutex<Vec<BlockBuf>>,
     /// The threads that write the runs commits and imports stage ([`crate::log::stager`]).
     writes: WriteThreads,
+    /// The staging buffers of finished stagers, for the next ones: a fresh 1 MiB buffer costs
+    /// an allocation the allocator maps anew, page faults and a zero fill as it grows, every
+    /// commit. At most [`STAGE_BUFFERS`].
+    stage_buffers: Mutex<Vec<BlockBuf>>,
 }
+
+/// The most staging buffers [`Segments`] keeps (1 MiB each): what a commit of up to two runs
+/// uses, the common size (utxo at 10M writes 1.2–1.8 MB a commit); a larger one allocates its
+/// third buffer. Each kept buffer is RSS the database holds between commits.
+pub(crate) const STAGE_BUFFERS: usize = 2;
 
 /// The most read buffers [`Segments`] keeps for reuse (2 MiB of blocks).
 const SPARE_BLOCKS: usize = 512;
@@ -255,7 +264,20 @@ impl Segments {
             segment_blocks,
             spare: Mutex::new(Vec::new()),
             writes: WriteThreads::new(),
+            stage_buffers: Mutex::new(Vec::new()),
         }
+    }
+
+    /// A staging buffer a finished stager left, if one is kept.
+    pub(crate) fn take_stage_buffer(&self) -> Option<BlockBuf> {
+        self.stage_buffers.lock().pop()
+    }
+
+    /// Keep `bufs` (a finished stager's) for the next stagers, up to [`STAGE_BUFFERS`].
+    pub(crate) fn keep_stage_buffers(&self, bufs: impl IntoIterator<Item = BlockBuf>) {
+        let mut kept = self.stage_buffers.lock();
+        let room = STAGE_BUFFERS.saturating_sub(kept.len());
+        kept.extend(bufs.into_iter().take(room));
     }
 
     /// The threads that write staged runs beside their staging.

@@ -21,7 +21,7 @@ use std::sync::mpsc::{channel, Receiver, Sender};
 /// [`STAGE_BLOCKS`] blocks, handed to the write threads when the buffer is full or the next
 /// block is not contiguous, and the last run is written at the end. A commit's extra memory
 /// for its writes is at most `1 + WRITE_THREADS` such buffers (the one staged, those in
-/// flight), whatever its size.
+/// flight), whatever its size; the segments keep them for the next stager.
 pub(crate) struct Stager<'a> {
     segments: &'a Segments,
     /// The run being staged: its first `used` blocks. It grows (zeroed) only when a run needs
@@ -59,7 +59,9 @@ impl<'a> Stager<'a> {
         let (reply, done) = channel();
         Stager {
             segments,
-            buf: BlockBuf::with_capacity(STAGE_BLOCKS),
+            buf: segments
+                .take_stage_buffer()
+                .unwrap_or_else(|| BlockBuf::with_capacity(STAGE_BLOCKS)),
             used: 0,
             start: 0,
             bytes: 0,
@@ -127,6 +129,7 @@ impl<'a> Stager<'a> {
         let next = self
             .spare
             .pop()
+            .or_else(|| self.segments.take_stage_buffer())
             .unwrap_or_else(|| BlockBuf::with_capacity(STAGE_BLOCKS));
         let job = WriteJob {
             file,
@@ -239,6 +242,12 @@ impl Drop for Stager<'_> {
     fn drop(&mut self) {
         // Their results (the failure is already on its way) and panics are dropped here.
         while !self.in_flight.is_empty() && self.take_report().is_ok() {}
+        // Its buffers serve the next stager (once every run is written, none is in use).
+        if self.in_flight.is_empty() {
+            let buf = std::mem::take(&mut self.buf);
+            self.segments
+                .keep_stage_buffers(std::iter::once(buf).chain(self.spare.drain(..)));
+        }
     }
 }
 
@@ -259,6 +268,42 @@ mod tests {
     fn segments(storage: &FaultStorage) -> Segments {
         let storage: Arc<dyn Storage> = Arc::new(storage.clone());
         Segments::new(storage, Hasher::Blake3, 1 << 20)
+    }
+
+    /// A finished stager's buffers are kept for the next (at most `STAGE_BUFFERS`),
+    /// full-size, so the next commit neither allocates nor zero-fills; a reused
+    /// buffer still holds its last run's bytes, and only what is staged again is written.
+    #[test]
+    fn buffers_serve_the_next_stager_and_write_only_what_it_staged() {
+        let storage = FaultStorage::new(3);
+        let segs = segments(&storage);
+        let mut stager = Stager::new(&segs);
+        for b in 0..2 * STAGE_BLOCKS + 10 {
+            stager.push(loc(0, b as u32), &[1u8; BLOCK_BYTES]).unwrap();
+        }
+        stager.finish().unwrap();
+        let kept = segs.take_stage_buffer().unwrap();
+        assert_eq!(kept.block_count(), STAGE_BLOCKS, "kept full-size");
+        segs.keep_stage_buffers([kept]);
+        let mut stager = Stager::new(&segs);
+        assert_eq!(stager.buf.block_count(), STAGE_BLOCKS, "taken from the kept ones");
+        let at = 2 * STAGE_BLOCKS as u32 + 10;
+        for b in at..at + 3 {
+            stager.push(loc(0, b), &[2u8; BLOCK_BYTES]).unwrap();
+        }
+        stager.finish().unwrap();
+        let file = segs.file(0, false).unwrap();
+        assert_eq!(file.size().unwrap(), u64::from(at + 3) * BLOCK_BYTES as u64);
+        let mut back = vec![0u8; 3 * BLOCK_BYTES];
+        file.read_at(&mut back, u64::from(at) * BLOCK_BYTES as u64).unwrap();
+        assert!(back.iter().all(|x| *x == 2));
+        // Never more kept than the bound.
+        segs.keep_stage_buffers((0..10).map(|_| BlockBuf::zeroed(1)));
+        let mut n = 0;
+        while segs.take_stage_buffer().is_some() {
+            n += 1;
+        }
+        assert_eq!(n, crate::log::segments::STAGE_BUFFERS);
     }
 
     /// Every run reaches its place in the file, whether written beside the staging or at the
