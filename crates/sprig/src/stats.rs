@@ -198,7 +198,8 @@ pub struct Stats {
     pub batch_page_reads: u64,
     /// Pages read from the SSD for proofs and witnesses of read views.
     pub proof_page_reads: u64,
-    /// Pages read from the SSD by the cleaner and by merges.
+    /// SSD reads of pages by the cleaner and by merges (a run of nearby blocks the cleaner
+    /// reads at once counts as one; [`Stats::bytes_read`] counts every block).
     pub maintenance_page_reads: u64,
     /// Values read from the value log.
     pub value_reads: u64,

@@ -43,8 +43,8 @@ pub mod names {
     /// Histogram, seconds: a batch applied in memory (`WriteBatch::finish`: its page reads,
     /// page rebuilds and hashing).
     pub const FINISH_SECONDS: &str = "sprig_finish_seconds";
-    /// Counter: pages read from the SSD, by label `kind` (`lookup`, `batch`, `proof`,
-    /// `maintenance`).
+    /// Counter: SSD reads of pages, by label `kind` (`lookup`, `batch`, `proof`,
+    /// `maintenance`; a run of nearby blocks the cleaner reads at once counts as one).
     pub const PAGE_READS: &str = "sprig_page_reads_total";
     /// Counter: page reads served by the page cache.
     pub const CACHE_HITS: &str = "sprig_cache_hits_total";
@@ -133,7 +133,7 @@ pub const CATALOG: &[(&str, MetricKind, Unit, &str)] = {
             PAGE_READS,
             Counter,
             Unit::Count,
-            "Pages read from the SSD, by kind of operation.",
+            "SSD reads of pages, by kind of operation (a run of nearby blocks read at once counts as one).",
         ),
         (
             CACHE_HITS,

@@ -89,6 +89,9 @@ impl Log {
         record
             .check_bounds(w.table.segment_blocks)
             .map_err(|e| Error::internal(format!("a commit record replay would refuse: {e}")))?;
+        prior
+            .check(head, record)
+            .map_err(|e| Error::internal(format!("a committer's own result: {e}")))?;
         let data_bytes = staged.bytes;
         if !created.is_empty() {
             // Failpoint (feature `failpoints`): a new segment file written, not yet synced.

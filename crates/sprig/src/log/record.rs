@@ -680,6 +680,31 @@ pub struct Prior {
     pub replaced: Vec<Replaced>,
 }
 
+impl Prior {
+    /// Whether what the committer computed ahead fits `record` on `head` (the latest tables):
+    /// every [`Replaced`] is for a table the record changes, on its latest directory, for
+    /// exactly its regions; and a record that drops or creates tables carries none. Checked
+    /// before the record is written, so a committer's bug fails the commit before it is
+    /// durable (the replay checks it again).
+    pub fn check(&self, head: &Tables, record: &CommitRecord) -> Result<(), ApplyError> {
+        for r in &self.replaced {
+            let change = record.tables.iter().find(|t| t.table == r.table);
+            let fits = match (change, head.dir(r.table)) {
+                (Some(t), Some(before)) => {
+                    record.dropped.is_empty()
+                        && record.created.is_empty()
+                        && r.for_change(before, t).is_ok()
+                }
+                _ => false,
+            };
+            if !fits {
+                return Err(ApplyError::KnownMismatch(r.table));
+            }
+        }
+        Ok(())
+    }
+}
+
 /// The on-disk pages that replacing the regions at `prefixes` of `on` (a table's latest
 /// directory) supersedes, computed by a committer before the record is published (on another
 /// core, while it writes pages), for [`apply_record_noting`] to take instead of walking the
@@ -724,7 +749,7 @@ impl Replaced {
 /// [`apply_record`], telling `released` the location of every page the record takes out of
 /// the latest version (the pages of dropped tables and of replaced regions), as the accounting
 /// releases it: what no new reader needs in a cache. Called only once the whole result has
-/// been computed and checked. `known` holds what the committer already has of the result's
+/// been computed and checked. `prior` holds what the committer already has of the result's
 /// directories and of the pages they replace (empty on replay).
 pub fn apply_record_noting(
     tables: &Tables,
@@ -784,11 +809,22 @@ pub fn apply_record_noting(
     // The union changes are checked (and applied to `next`) before the accounting changes.
     let changed_ids: Vec<TableId> = changed.iter().map(|(id, _)| *id).collect();
     next = apply_unions(tables, next, &record.unions, &changed_ids)?;
-    // The replaced pages a committer computed ahead, checked to be for these changes.
+    // The replaced pages a committer computed ahead, checked to be for these changes (in debug
+    // builds also against the walk), before anything changes.
     let mut ahead: Vec<Option<&[u64]>> = Vec::with_capacity(record.tables.len());
     for t in &record.tables {
         ahead.push(match (replaced.iter().find(|r| r.table == t.table), next.dir(t.table)) {
-            (Some(r), Some(before)) => Some(r.for_change(before, t)?),
+            (Some(r), Some(before)) => {
+                let locs = r.for_change(before, t)?;
+                #[cfg(debug_assertions)]
+                {
+                    let mut walked = Vec::new();
+                    let prefixes = t.regions.iter().map(|(p, _)| p);
+                    for_each_replaced_disk_page(before, prefixes, &mut |l| walked.push(l));
+                    assert_eq!(locs, &walked[..], "replaced pages computed ahead differ");
+                }
+                Some(locs)
+            }
             _ => None,
         });
     }
@@ -806,18 +842,13 @@ pub fn apply_record_noting(
                 table.page_released(l, record.seq);
                 released(l);
             };
-            let prefixes = t.regions.iter().map(|(p, _)| p);
             match ahead {
-                Some(locs) => {
-                    #[cfg(debug_assertions)]
-                    {
-                        let mut walked = Vec::new();
-                        for_each_replaced_disk_page(before, prefixes, &mut |l| walked.push(l));
-                        assert_eq!(locs, &walked[..], "replaced pages computed ahead differ");
-                    }
-                    locs.iter().for_each(|l| release(*l));
-                }
-                None => for_each_replaced_disk_page(before, prefixes, &mut release),
+                Some(locs) => locs.iter().for_each(|l| release(*l)),
+                None => for_each_replaced_disk_page(
+                    before,
+                    t.regions.iter().map(|(p, _)| p),
+                    &mut release,
+                ),
             }
         }
         for (_, subtree) in &t.regions {
@@ -1141,6 +1172,22 @@ mod tests {
         let right = Replaced::compute(DEFAULT_TABLE_ID, before.clone(), vec![Prefix::root()]);
         assert_eq!(apply(right, &mut t).unwrap(), vec![loc(1, 11)]);
         assert_eq!(t.live_page_locs(1), vec![loc(1, 13)]);
+
+        // Checked before the record is written, too: the same refusals, and one for a table
+        // the record does not change.
+        let prior = |r: Replaced| Prior {
+            known: Vec::new(),
+            replaced: vec![r],
+        };
+        let right = Replaced::compute(DEFAULT_TABLE_ID, before.clone(), vec![Prefix::root()]);
+        assert!(prior(right).check(&first, &second).is_ok());
+        let elsewhere = Replaced::compute(7, before.clone(), vec![Prefix::root()]);
+        assert!(matches!(
+            prior(elsewhere).check(&first, &second),
+            Err(ApplyError::KnownMismatch(7))
+        ));
+        let stale = Replaced::compute(DEFAULT_TABLE_ID, before.clone(), Vec::new());
+        assert!(prior(stale).check(&first, &second).is_err());
 
         let other_dir = empty.dir(DEFAULT_TABLE_ID).unwrap().clone();
         for wrong in [

@@ -397,7 +397,7 @@ impl Segments {
         self.storage.read_batch_each(&mut requests, done).map_err(|e| {
             let (file, offset) = match spans {
                 [(one, _)] => (segment_file_name(loc_segment(*one)), loc_offset(*one)),
-                _ => (format!("{} pages in segment files", spans.len()), 0),
+                _ => (format!("{} reads of segment files", spans.len()), 0),
             };
             read_error("reading", file, offset, e)
         })?;

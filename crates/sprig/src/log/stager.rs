@@ -21,7 +21,7 @@ use std::sync::mpsc::{channel, Receiver, Sender};
 /// [`STAGE_BLOCKS`] blocks, handed to the write threads when the buffer is full or the next
 /// block is not contiguous, and the last run is written at the end. A commit's extra memory
 /// for its writes is at most `1 + WRITE_THREADS` such buffers (the one staged, those in
-/// flight), whatever its size; the segments keep them for the next stager.
+/// flight), whatever its size; the segments keep two of them for the next stager.
 pub(crate) struct Stager<'a> {
     segments: &'a Segments,
     /// The run being staged: its first `used` blocks. It grows (zeroed) only when a run needs
@@ -242,7 +242,8 @@ impl Drop for Stager<'_> {
     fn drop(&mut self) {
         // Their results (the failure is already on its way) and panics are dropped here.
         while !self.in_flight.is_empty() && self.take_report().is_ok() {}
-        // Its buffers serve the next stager (once every run is written, none is in use).
+        // Its buffers serve the next stager (the buffers in flight come back in the reports
+        // above, which drop them; on a failure to take a report, none is kept).
         if self.in_flight.is_empty() {
             let buf = std::mem::take(&mut self.buf);
             self.segments
@@ -270,8 +271,8 @@ mod tests {
         Segments::new(storage, Hasher::Blake3, 1 << 20)
     }
 
-    /// A finished stager's buffers are kept for the next (at most `STAGE_BUFFERS`),
-    /// full-size, so the next commit neither allocates nor zero-fills; a reused
+    /// A finished stager's buffers are kept for the next (at most `STAGE_BUFFERS`), so the
+    /// next commit does not allocate them, nor zero-fill those grown full-size; a reused
     /// buffer still holds its last run's bytes, and only what is staged again is written.
     #[test]
     fn buffers_serve_the_next_stager_and_write_only_what_it_staged() {

@@ -59,13 +59,15 @@ fn runs_of(locs: &[u64]) -> Vec<Run> {
     let mut runs: Vec<Run> = Vec::new();
     for (i, l) in locs.iter().enumerate() {
         if let Some(run) = runs.last_mut() {
-            let (start, block) = (loc_block(run.start), loc_block(*l));
+            let start = u64::from(loc_block(run.start));
+            let (end, block) = (start + u64::from(run.blocks), u64::from(loc_block(*l)));
             let joins = loc_segment(*l) == loc_segment(run.start)
-                && block >= start + run.blocks
-                && block - (start + run.blocks) <= RUN_MAX_SKIPPED_BLOCKS
-                && block - start < RUN_MAX_BLOCKS;
+                && block >= end
+                && block - end <= u64::from(RUN_MAX_SKIPPED_BLOCKS)
+                && block - start < u64::from(RUN_MAX_BLOCKS);
             if joins {
-                run.blocks = block - start + 1;
+                // Below RUN_MAX_BLOCKS, so it fits.
+                run.blocks = u32::try_from(block - start + 1).unwrap_or(RUN_MAX_BLOCKS);
                 run.misses.end = i + 1;
                 continue;
             }

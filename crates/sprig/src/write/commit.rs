@@ -232,7 +232,7 @@ impl Inner {
                 .collect()
         };
         let write_started = Instant::now();
-        let (replaced, staging) = cores::both(
+        let (replaced, staging) = cores::beside(
             regions_replaced >= PARALLEL_REPLACED_MIN,
             find_replaced,
             || self.stage(w, version, head, freed, &relocation, &ids, &existing),

@@ -2,7 +2,8 @@
 //! slice over all of them, two independent computations side by side, and work handed to
 //! helper cores piece by piece as it becomes ready, for the parts of a batch and a commit that
 //! share nothing (rewriting regions, also while their pages arrive from the SSD; finding values
-//! in loaded pages; the witness beside the new directory).
+//! in loaded pages; the witness beside the new directory; a commit's superseded pages beside
+//! its staging).
 //!
 //! The helpers are threads started once for the process (a rayon-core pool, one fewer than the
 //! cores: the calling thread is the last), so handing them work costs a wake-up. Starting a
@@ -15,10 +16,10 @@
 //! its own thread: waiting there would run that pool's queued jobs on its stack, which may
 //! want locks it holds.
 
-use parking_lot::Mutex;
+use parking_lot::{Condvar, Mutex};
 use rayon_core::{ThreadPool, ThreadPoolBuilder};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 /// The cores this process may use, asked once (the answer reads files under `/proc` and
 /// `/sys` on Linux).
@@ -109,6 +110,60 @@ pub(crate) fn both<A: Send, B>(
     }
 }
 
+/// `a()` offered to a helper core while the calling thread runs `b()`, when `parallel` and
+/// there are two cores; if no helper has started `a` by the time `b` is done (they are busy
+/// with another call's work, such as a pipeline's next batch), the calling thread runs it
+/// itself rather than wait for one. `a` owns what it uses (`'static`): it is handed over
+/// without a scope, which would wait for a helper to take it even once it is not needed. A
+/// panic in `a` is resumed on the calling thread.
+pub(crate) fn beside<A: Send + 'static, B>(
+    parallel: bool,
+    a: impl FnOnce() -> A + Send + 'static,
+    b: impl FnOnce() -> B,
+) -> (A, B) {
+    let Some(pool) = helpers_here().filter(|_| parallel) else {
+        let a = a();
+        return (a, b());
+    };
+    let shared = Arc::new(Offered {
+        job: Mutex::new(Some(a)),
+        result: Mutex::new(None),
+        done: Condvar::new(),
+    });
+    let theirs = shared.clone();
+    pool.spawn(move || {
+        let job = theirs.job.lock().take();
+        if let Some(f) = job {
+            let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
+            *theirs.result.lock() = Some(result);
+            theirs.done.notify_all();
+        }
+    });
+    let done_b = b();
+    let mine = shared.job.lock().take();
+    let done_a = match mine {
+        Some(f) => f(),
+        None => {
+            let mut result = shared.result.lock();
+            let result = loop {
+                if let Some(r) = result.take() {
+                    break r;
+                }
+                shared.done.wait(&mut result);
+            };
+            result.unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+        }
+    };
+    (done_a, done_b)
+}
+
+/// A computation [`beside`] offers to the helpers: taken by whoever starts it first.
+struct Offered<F, A> {
+    job: Mutex<Option<F>>,
+    result: Mutex<Option<std::thread::Result<A>>>,
+    done: Condvar,
+}
+
 /// `f` of every index `feed` hands out (each at most once, all below `n`), run on the other
 /// cores while `feed` runs on the calling thread, which, once `feed` returns, runs those no
 /// helper has started yet: for work that becomes ready piece by piece, such as regions whose
@@ -191,6 +246,49 @@ mod tests {
         }
         let caught = std::panic::catch_unwind(|| both(true, || panic!("in a"), || 1));
         assert!(caught.is_err());
+    }
+
+    /// `beside` gives both results and resumes a panic of `a`; with every helper busy, the
+    /// calling thread runs `a` itself once `b` is done instead of waiting for a helper (before,
+    /// `both` waited for one to take it).
+    #[test]
+    fn beside_runs_the_offered_work_itself_when_the_helpers_are_busy() {
+        for parallel in [false, true] {
+            let items: Vec<u64> = (0..100).collect();
+            let (a, b) = beside(parallel, move || items.iter().sum::<u64>(), || 7);
+            assert_eq!((a, b), (4950, 7));
+        }
+        let caught = std::panic::catch_unwind(|| beside(true, || panic!("in a"), || 1));
+        assert!(caught.is_err());
+
+        let pool = helpers().expect("this test needs a helper thread (two or more cores)");
+        let threads = pool.current_num_threads();
+        let release = Arc::new(AtomicBool::new(false));
+        let started = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        for _ in 0..threads {
+            let (release, started) = (release.clone(), started.clone());
+            pool.spawn(move || {
+                started.fetch_add(1, Ordering::SeqCst);
+                // Busy until released, or for 5 s (so a `beside` that waits for a helper ends,
+                // and fails the assertions below, instead of hanging).
+                let busy_until = std::time::Instant::now() + std::time::Duration::from_secs(5);
+                while !release.load(Ordering::SeqCst) && std::time::Instant::now() < busy_until {
+                    std::thread::sleep(std::time::Duration::from_millis(1));
+                }
+            });
+        }
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while started.load(Ordering::SeqCst) < threads {
+            assert!(std::time::Instant::now() < deadline, "the helpers never became busy");
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        let here = std::thread::current().id();
+        let asked = std::time::Instant::now();
+        let (ran_on, ()) = beside(true, || std::thread::current().id(), || {});
+        let took = asked.elapsed();
+        release.store(true, Ordering::SeqCst);
+        assert_eq!(ran_on, here, "run on the calling thread, not on a helper");
+        assert!(took < std::time::Duration::from_secs(2), "waited {took:?} for a helper");
     }
 
     #[test]
