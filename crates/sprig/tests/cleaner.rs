@@ -168,9 +168,16 @@ fn cleaning_reads_close_pages_together() {
     )
     .unwrap();
     let keys = load_keys(&db, 40_000);
+    let mut expected = ReferenceModel::new(db.hasher());
+    for k in &keys {
+        expected.insert(*k, k[..8].to_vec());
+    }
     let mut state = 11u64;
     for round in 0..30u64 {
-        put_random(&db, &keys, &mut state, 3000, &round.to_le_bytes());
+        let value = round.to_le_bytes();
+        for k in put_random(&db, &keys, &mut state, 3000, &value) {
+            expected.insert(k, value.to_vec());
+        }
     }
     let s = db.stats();
     assert!(s.cleaner_pages_copied > 0, "the cleaner never ran: {s:?}");
@@ -185,17 +192,6 @@ fn cleaning_reads_close_pages_together() {
         s.bytes_read / 4096 > s.page_reads(),
         "the runs' blocks are counted in the bytes read: {s:?}"
     );
-    let mut expected = ReferenceModel::new(db.hasher());
-    let mut state = 11u64;
-    for k in &keys {
-        expected.insert(*k, k[..8].to_vec());
-    }
-    for round in 0..30u64 {
-        for _ in 0..3000 {
-            let k = keys[(next(&mut state) >> 33) as usize % keys.len()];
-            expected.insert(k, round.to_le_bytes().to_vec());
-        }
-    }
     assert_eq!(db.root(), expected.root());
     assert_values(&db.view(), &keys, &expected);
 }
@@ -311,14 +307,17 @@ fn next(state: &mut u64) -> u64 {
     *state
 }
 
-/// One commit putting `value` at `n` keys drawn from `keys`.
-fn put_random(db: &Db, keys: &[KeyPath], state: &mut u64, n: usize, value: &[u8]) {
+/// One commit putting `value` at `n` keys drawn from `keys`; the keys put.
+fn put_random(db: &Db, keys: &[KeyPath], state: &mut u64, n: usize, value: &[u8]) -> Vec<KeyPath> {
     let mut b = db.begin();
+    let mut put = Vec::with_capacity(n);
     for _ in 0..n {
         let k = keys[(next(state) >> 33) as usize % keys.len()];
         b.put(k, value.to_vec()).unwrap();
+        put.push(k);
     }
     db.commit(b.finish().unwrap()).unwrap();
+    put
 }
 
 /// The bytes of the segment files in `dir`.

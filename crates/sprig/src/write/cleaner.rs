@@ -252,7 +252,7 @@ impl Inner {
         misses.sort_unstable();
         let runs = runs_of(&misses);
         let extents: Vec<(u64, u32)> = runs.iter().map(|r| (r.start, r.blocks)).collect();
-        let mut decoded: Vec<Option<std::result::Result<Page, String>>> = vec![None; misses.len()];
+        let mut decoded: Vec<Option<Result<Page>>> = (0..misses.len()).map(|_| None).collect();
         let blocks = self.log.segments.read_spans_each(&extents, &mut |i, buf| {
             let Some(run) = runs.get(i) else {
                 return;
@@ -263,8 +263,14 @@ impl Inner {
                 };
                 let at = (loc_block(*l) - loc_block(run.start)) as usize * BLOCK_BYTES;
                 *slot = Some(match buf.as_bytes().get(at..at + BLOCK_BYTES) {
-                    Some(block) => Page::decode(block).map_err(|e| e.to_string()),
-                    None => Err("a page outside the run read for it".into()),
+                    Some(block) => Page::decode(block).map_err(|e| {
+                        Error::corruption(
+                            segment_file_name(loc_segment(*l)),
+                            loc_offset(*l),
+                            e.to_string(),
+                        )
+                    }),
+                    None => Err(Error::internal("a page outside the run read for it")),
                 });
             }
         })?;
@@ -275,12 +281,7 @@ impl Inner {
         );
         self.log.segments.recycle(blocks);
         for (l, page) in misses.iter().zip(decoded) {
-            let corrupt = |what: String| {
-                Error::corruption(segment_file_name(loc_segment(*l)), loc_offset(*l), what)
-            };
-            let page = page
-                .ok_or_else(|| Error::internal("a page read was never handed over"))?
-                .map_err(corrupt)?;
+            let page = page.ok_or_else(|| Error::internal("a page read was never handed over"))??;
             pages.push((*l, Arc::new(page)));
         }
         // The table whose directory holds each page where it is (locations are unique, so at

@@ -15,7 +15,7 @@ use crate::state::prefix::Prefix;
 use crate::write::cores;
 use crate::state::page::{Page, UNWRITTEN};
 use crate::state::tables::TableId;
-use crate::state::version::Version;
+use crate::state::version::{OverlayState, Version};
 use crate::write::cleaner::CleanMode;
 use sprig_core::trie::KeyPath;
 use crate::telemetry::Phase;
@@ -212,7 +212,6 @@ impl Inner {
             .collect();
         // The pages the record's regions supersede, found on another core while this one
         // writes (the record's regions of each table: the overlay's, then the relocated).
-        let mut regions_replaced = 0usize;
         let replaced_on: Vec<(TableId, Directory, Vec<Prefix>)> = ids
             .iter()
             .filter_map(|id| {
@@ -221,10 +220,10 @@ impl Inner {
                     .into_iter()
                     .flat_map(|r| r.get(id).into_iter().flatten().map(|(p, _)| *p))
                     .collect();
-                regions_replaced += prefixes.len();
                 Some((*id, dir, prefixes))
             })
             .collect();
+        let regions_replaced: usize = replaced_on.iter().map(|(_, _, p)| p.len()).sum();
         let find_replaced = move || -> Vec<Replaced> {
             replaced_on
                 .into_iter()
@@ -235,7 +234,7 @@ impl Inner {
         let (replaced, staging) = cores::beside(
             regions_replaced >= PARALLEL_REPLACED_MIN,
             find_replaced,
-            || self.stage(w, version, head, freed, &relocation, &ids, &existing),
+            || self.stage(w, version, pending, head, freed, &relocation, &ids, &existing),
         );
         let staging = staging?;
         let metrics = &self.counters.metrics;
@@ -291,7 +290,7 @@ impl Inner {
         } = published.inspect_err(|_| pending.abort_commit())?;
         metrics.phase(Phase::Sync, sync_took);
         metrics.phase(Phase::Log, log_took);
-        pending.mark_committed(staging.locs.new.clone(), head.clone());
+        pending.mark_committed(staging.locs.new, head.clone());
         // Overlays built on this one share these pages: from now on they read them from disk.
         for (page, l, checksum) in staging.to_release {
             page.release(l, checksum);
@@ -319,26 +318,22 @@ impl Inner {
         })
     }
 
-    /// Allocate blocks for the new values and pages of the overlay `version` (and what the
-    /// cleaner relocates) and queue their writes: the values first (pages point at them),
-    /// then every page of the changed and relocated regions, table by table (`ids`), in key
-    /// order. `existing` are the segments written before.
+    /// Allocate blocks for the new values and pages of the overlay `version` (whose overlay
+    /// state is `pending`; and what the cleaner relocates) and queue their writes: the values
+    /// first (pages point at them), then every page of the changed and relocated regions,
+    /// table by table (`ids`), in key order. `existing` are the segments written before.
     #[allow(clippy::too_many_arguments)]
     fn stage(
         &self,
         w: &mut Writer,
         version: &Arc<Version>,
+        pending: &OverlayState,
         head: &Arc<Version>,
         freed: &BTreeSet<u64>,
         relocation: &crate::write::cleaner::Relocation,
         ids: &BTreeSet<TableId>,
         existing: &BTreeSet<u32>,
     ) -> Result<Staging> {
-        let Some(pending) = &version.overlay else {
-            return Err(Error::internal(
-                "committing a version that is not an overlay",
-            ));
-        };
         let parent = pending.parent();
         let mut stager = Stager::new(&self.log.segments);
         let mut written_pages: Vec<(u64, Arc<Page>)> = Vec::new();
