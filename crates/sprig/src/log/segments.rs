@@ -658,6 +658,12 @@ impl HeldBlocks {
     pub fn in_segment(&self, segment: u32) -> u64 {
         self.by_segment.get(&segment).copied().unwrap_or(0)
     }
+
+    /// The oldest commit whose released blocks are held.
+    #[cfg(test)]
+    pub fn oldest_commit(&self) -> Option<u64> {
+        self.by_commit.keys().next().copied()
+    }
 }
 
 impl SegmentTable {
