@@ -190,6 +190,10 @@ pub struct Page {
     /// How many entries point into the value log (most pages: none, and then nothing needs
     /// relocating when the page is written).
     external: u16,
+    /// The xxh3 checksum of `bytes` of a page built in memory, computed where it is built (a
+    /// commit's regions are rebuilt on every core) rather than by the committing thread as it
+    /// writes the page; none for a page decoded from disk, whose read already checked it.
+    checksum: Option<u64>,
 }
 
 impl std::fmt::Debug for Page {
@@ -419,13 +423,25 @@ impl Page {
         if r.at != body_end {
             return Err(PageError::Malformed("used bytes disagree with the entries"));
         }
+        let checksum = in_memory.then(|| crate::codec::checksum(&block[..]));
         Ok(Page {
             bytes: block,
             prefix,
             stamp,
             offsets,
             external,
+            checksum,
         })
+    }
+
+    /// The xxh3 checksum of the page's bytes (computed once, where a page built in memory was
+    /// built).
+    pub fn checksum(&self) -> u64 {
+        let sum = self
+            .checksum
+            .unwrap_or_else(|| crate::codec::checksum(&self.bytes[..]));
+        debug_assert_eq!(sum, crate::codec::checksum(&self.bytes[..]));
+        sum
     }
 
     /// The region this page holds.
@@ -811,12 +827,14 @@ impl Page {
         for ((_, value), start) in changes.iter().zip(at) {
             block.get_mut(start..start + value.len())?.copy_from_slice(value);
         }
+        let checksum = Some(crate::codec::checksum(&block[..]));
         let page = Page {
             bytes: block,
             prefix: self.prefix,
             stamp,
             offsets: self.offsets.clone(),
             external: self.external,
+            checksum,
         };
         // Debug builds (every test): the patched block decodes to the same page.
         debug_assert!(Page::parse(page.bytes.clone(), true).is_ok_and(|p| p == page
@@ -1175,6 +1193,24 @@ mod tests {
         }
         assert_eq!(page.node(h), model.root());
         assert_eq!(page.buckets(), page.computed_buckets(h));
+    }
+
+    /// A page built or patched in memory carries the checksum of its bytes from where it was
+    /// built (the committing thread only reads it); a decoded page does not, its read checked it.
+    #[test]
+    fn built_pages_carry_their_checksum() {
+        let h = Hasher::Blake3;
+        let values = sorted_values(40, 8);
+        let page = Page::build(h, Prefix::root(), 1, &refs(&values)).unwrap();
+        let sum = crate::codec::checksum(page.bytes());
+        assert_eq!((page.checksum, page.checksum()), (Some(sum), sum));
+        let changes: Vec<(KeyPath, &[u8])> = vec![(values[3].0, &[9u8; 8][..])];
+        let patched = page.with_values_replaced(2, &changes, &page.buckets()).unwrap();
+        let patched_sum = crate::codec::checksum(patched.bytes());
+        assert_ne!(patched_sum, sum);
+        assert_eq!(patched.checksum, Some(patched_sum));
+        let decoded = Page::decode(page.bytes()).unwrap();
+        assert_eq!((decoded.checksum, decoded.checksum()), (None, sum));
     }
 
     #[test]

@@ -471,7 +471,7 @@ impl Output<'_> {
                 Some(p) => p,
                 None => page,
             };
-            let checksum = crate::codec::checksum(page.bytes());
+            let checksum = page.checksum();
             let mut buf = BlockBuf::default();
             buf.push_bytes(page.bytes());
             let l = self.write(&buf)?;

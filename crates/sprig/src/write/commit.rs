@@ -583,7 +583,7 @@ impl Inner {
             Some(p) => Arc::new(p),
             None => page.clone(),
         };
-        let checksum = crate::codec::checksum(page.bytes());
+        let checksum = page.checksum();
         let l = table.allocate(1)?;
         stager.push(l, page.bytes())?;
         written.push((l, page));
