@@ -739,13 +739,21 @@ impl WriteBatch {
             .map(|t| std::mem::take(&mut t.pages))
             .unwrap_or_default();
 
-        // Cut the (sorted) keys and changes into runs, one per region they fall in.
+        // Cut the (sorted) keys and changes into runs, one per region they fall in: one pass
+        // over each (a region holds a few keys; a binary search of the rest per region cost
+        // ~15 prefix comparisons a region, 9 ms a batch at transfer 2^20).
         let mut works: Vec<RegionWork> = Vec::new();
         let mut c = 0usize;
         let mut k = 0usize;
         while let Some(prefix) = located.get(k).copied() {
-            let k_end = k + touched[k..].partition_point(|key| prefix.contains(key));
-            let c_end = c + changes[c..].partition_point(|(key, _)| prefix.contains(key));
+            let k_end = k + touched[k..]
+                .iter()
+                .take_while(|key| prefix.contains(key))
+                .count();
+            let c_end = c + changes[c..]
+                .iter()
+                .take_while(|(key, _)| prefix.contains(key))
+                .count();
             works.push(RegionWork {
                 prefix,
                 // Taken, not cloned: the batch is done with them (a clone and the map's drop
