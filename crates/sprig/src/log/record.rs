@@ -53,6 +53,10 @@ pub fn encode_subtree(node: &Subtree, out: &mut impl Put) -> Result<(), Unwritte
             }
             Slot::Branch(l, r) => {
                 out.put_u8(TAG_BRANCH);
+                // Both children fetched at once: the right one's miss overlaps the left's
+                // (a twig's two pages, a page beside a branch) instead of following it.
+                arena.prefetch(r);
+                arena.prefetch(l);
                 stack.push(r);
                 stack.push(l);
             }
