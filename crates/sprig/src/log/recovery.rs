@@ -742,7 +742,7 @@ mod tests {
     /// Replay forgets the blocks released by commits up to the oldest version it keeps as it
     /// passes them, as each commit does. Before, it held every replayed commit's blocks to the
     /// end and copied them all into each record's retained version (a cost quadratic in the
-    /// records replayed: 20 % of a 3 s open at utxo 10M).
+    /// records replayed: a tenth of the replay of a full log at utxo 10M).
     #[test]
     fn replay_holds_only_the_blocks_the_versions_it_keeps_need() {
         let storage: Arc<dyn Storage> = Arc::new(MemoryStorage::new());
