@@ -52,17 +52,23 @@ fn retained_versions_add_what_they_hold_and_no_more() {
     assert_eq!(db.stats().retained_bytes, 0);
 }
 
+/// Options with 1 MiB segments (so the cleaner soon has segments to clean), `page_cache_bytes`
+/// of page cache and `retained_versions` versions kept.
+fn small_segments(page_cache_bytes: u64, retained_versions: usize) -> Options {
+    Options {
+        segment_bytes: 1 << 20,
+        page_cache_bytes,
+        retained_versions,
+        ..Options::default()
+    }
+}
+
 /// Ten rounds of four commits of 1,500 random updates to 60,000 keys (most pages rewritten by
 /// every commit; some values in the value log), with `retained` versions kept; checks disk use
 /// after every round and the values and root at the end, also after a reopen.
 fn rounds_of_random_updates(retained: usize) -> (tempfile::TempDir, Db, ReferenceModel) {
     let dir = tempfile::tempdir().unwrap();
-    let options = Options {
-        segment_bytes: 1 << 20,
-        page_cache_bytes: 1 << 20,
-        retained_versions: retained,
-        ..Options::default()
-    };
+    let options = small_segments(1 << 20, retained);
     let db = Db::open(dir.path(), options.clone()).unwrap();
     let (keys, mut model) = load(&db, 60_000, |i| {
         if i % 997 == 0 {
@@ -124,16 +130,7 @@ fn rounds_of_random_updates(retained: usize) -> (tempfile::TempDir, Db, Referenc
 #[test]
 fn cleaning_reads_nothing_the_cache_holds_or_the_commit_supersedes() {
     let dir = tempfile::tempdir().unwrap();
-    let db = Db::open(
-        dir.path(),
-        Options {
-            segment_bytes: 1 << 20,
-            page_cache_bytes: 64 << 20,
-            retained_versions: 1,
-            ..Options::default()
-        },
-    )
-    .unwrap();
+    let db = Db::open(dir.path(), small_segments(64 << 20, 1)).unwrap();
     let keys = load_keys(&db, 40_000);
     let mut state = 9u64;
     for round in 0..30u64 {
@@ -157,16 +154,7 @@ fn cleaning_reads_nothing_the_cache_holds_or_the_commit_supersedes() {
 #[test]
 fn cleaning_reads_close_pages_together() {
     let dir = tempfile::tempdir().unwrap();
-    let db = Db::open(
-        dir.path(),
-        Options {
-            segment_bytes: 1 << 20,
-            page_cache_bytes: 0,
-            retained_versions: 1,
-            ..Options::default()
-        },
-    )
-    .unwrap();
+    let db = Db::open(dir.path(), small_segments(0, 1)).unwrap();
     let keys = load_keys(&db, 40_000);
     let mut expected = ReferenceModel::new(db.hasher());
     for k in &keys {
@@ -337,12 +325,7 @@ fn segment_file_bytes(dir: &std::path::Path) -> u64 {
 #[test]
 fn disk_use_after_a_reopen_counts_only_segments_that_exist() {
     let dir = tempfile::tempdir().unwrap();
-    let options = Options {
-        segment_bytes: 1 << 20,
-        page_cache_bytes: 1 << 20,
-        retained_versions: 1,
-        ..Options::default()
-    };
+    let options = small_segments(1 << 20, 1);
     let db = Db::open(dir.path(), options.clone()).unwrap();
     let keys = load_keys(&db, 30_000);
     db.checkpoint().unwrap();

@@ -490,7 +490,7 @@ impl Replayed {
             },
         ));
         while self.history.len() > self.keep {
-            // Dropping a version releases the nodes only it held: the helper core does it
+            // Dropping a version releases the nodes only it held: the reclaim thread does it
             // while this one replays the next record, as after a commit.
             if let Some(gone) = self.history.pop_front() {
                 self.reclaimer.defer(gone);

@@ -192,7 +192,8 @@ pub struct Page {
     external: u16,
     /// The xxh3 checksum of `bytes` of a page built in memory, computed where it is built (a
     /// commit's regions are rebuilt on every core) rather than by the committing thread as it
-    /// writes the page; none for a page decoded from disk, whose read already checked it.
+    /// writes the page; none for a page decoded from disk, whose read already checked it, or
+    /// for one pointing at a value not written yet (rebuilt before it is written).
     checksum: Option<u64>,
 }
 
@@ -399,6 +400,7 @@ impl Page {
         let mut offsets = Vec::with_capacity(count.min(PAGE_BODY_BYTES / INLINE_OVERHEAD_BYTES));
         let mut last: Option<&KeyPath> = None;
         let mut external = 0u16;
+        let mut unwritten = false;
         for _ in 0..count {
             let start = r.at;
             let (key, value) = r.entry()?;
@@ -406,6 +408,7 @@ impl Page {
                 if !in_memory && x.loc == UNWRITTEN {
                     return Err(PageError::Malformed("value location never written"));
                 }
+                unwritten |= x.loc == UNWRITTEN;
                 external += 1;
             }
             if r.at > body_end {
@@ -423,7 +426,9 @@ impl Page {
         if r.at != body_end {
             return Err(PageError::Malformed("used bytes disagree with the entries"));
         }
-        let checksum = in_memory.then(|| crate::codec::checksum(&block[..]));
+        // A page pointing at a value not written yet is rebuilt with its location before it is
+        // written: its bytes now are never written, nor summed.
+        let checksum = (in_memory && !unwritten).then(|| crate::codec::checksum(&block[..]));
         Ok(Page {
             bytes: block,
             prefix,
@@ -1211,6 +1216,23 @@ mod tests {
         assert_eq!(patched.checksum, Some(patched_sum));
         let decoded = Page::decode(page.bytes()).unwrap();
         assert_eq!((decoded.checksum, decoded.checksum()), (None, sum));
+
+        // A page pointing at a value not written yet is not summed: it is rebuilt with the
+        // value's location before it is written, and that page is.
+        let mut items = refs(&values);
+        items[5].1 = ValueRef::External(ExternalValue {
+            loc: UNWRITTEN,
+            len: 5000,
+            hash: [4; 32],
+        });
+        let pending = Page::build(h, Prefix::root(), 3, &items).unwrap();
+        assert_eq!(pending.checksum, None);
+        let placed = pending
+            .with_relocated_values(|_, _| Some(77))
+            .unwrap()
+            .unwrap();
+        let placed_sum = crate::codec::checksum(placed.bytes());
+        assert_eq!((placed.checksum, placed.checksum()), (Some(placed_sum), placed_sum));
     }
 
     #[test]
