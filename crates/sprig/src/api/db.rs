@@ -377,6 +377,7 @@ impl Db {
             counters.metrics.overlay_bytes.clone(),
             counters.metrics.overlays.clone(),
         ));
+        crate::state::blocks::allow(options.page_cache_bytes);
         let inner = Inner {
             path,
             hasher: manifest.hasher,

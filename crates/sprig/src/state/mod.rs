@@ -3,6 +3,7 @@
 //! versions and overlays, and the page cache.
 
 pub mod arena;
+pub mod blocks;
 pub mod cache;
 pub mod directory;
 pub mod page;

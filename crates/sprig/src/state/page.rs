@@ -15,6 +15,7 @@
 //! never does I/O.
 
 use crate::io::BLOCK_BYTES;
+use crate::state::blocks::PageBlock;
 use crate::state::prefix::Prefix;
 use sprig_core::proof::{path_proof_below, prove_and_update, PathProof, ProofNode};
 use sprig_core::trie::{
@@ -183,7 +184,7 @@ pub struct Page {
     /// The page's bytes. A plain heap allocation, not a 4 KiB-aligned [`Block`]: pages are
     /// copied into aligned buffers for direct I/O, and an aligned allocation behind a reference
     /// count costs twice its size.
-    bytes: Box<[u8; BLOCK_BYTES]>,
+    bytes: PageBlock,
     prefix: Prefix,
     stamp: Stamp,
     offsets: Vec<u16>,
@@ -354,12 +355,10 @@ impl Page {
     /// Decode untrusted page bytes (at most one block; shorter input is zero-padded).
     pub fn decode(bytes: &[u8]) -> Result<Page, PageError> {
         // A whole block (what every read returns) is copied once, without zeroing it first.
-        let block: Box<[u8; BLOCK_BYTES]> = match bytes.get(..BLOCK_BYTES) {
-            Some(whole) => Box::<[u8]>::from(whole)
-                .try_into()
-                .map_err(|_| PageError::Malformed("a block of the wrong size"))?,
+        let block = match bytes.first_chunk::<BLOCK_BYTES>() {
+            Some(whole) => PageBlock::copy_of(whole),
             None => {
-                let mut block = Box::new([0u8; BLOCK_BYTES]);
+                let mut block = PageBlock::zeroed();
                 if let Some(dst) = block.get_mut(..bytes.len()) {
                     dst.copy_from_slice(bytes);
                 }
@@ -371,7 +370,7 @@ impl Page {
 
     /// Validate a block as a page. Only a page built in memory (`in_memory`) may point at a
     /// value not written yet.
-    fn parse(block: Box<[u8; BLOCK_BYTES]>, in_memory: bool) -> Result<Page, PageError> {
+    fn parse(block: PageBlock, in_memory: bool) -> Result<Page, PageError> {
         let bytes = &block[..];
         let mut r = Cursor { bytes, at: 0 };
         if r.take::<4>()? != PAGE_MAGIC || r.take::<1>()? != [PAGE_VERSION] {
@@ -735,7 +734,7 @@ impl Page {
         }
         let count = u16::try_from(entries.len()).map_err(|_| PageError::Overflow)?;
         let used16 = u16::try_from(used).map_err(|_| PageError::Overflow)?;
-        let mut block = Box::new([0u8; BLOCK_BYTES]);
+        let mut block = PageBlock::zeroed();
         let mut w = Writer {
             buf: &mut block,
             at: 0,
@@ -818,7 +817,7 @@ impl Page {
                 _ => return None,
             }
         }
-        let mut block: Box<[u8; BLOCK_BYTES]> = self.bytes.clone();
+        let mut block = self.bytes.clone();
         let flags = if stamp.synced { FLAG_SYNCED_COMMIT } else { 0 };
         *block.get_mut(FLAGS_AT)? = flags;
         block.get_mut(SEQ_AT..COUNT_AT)?.copy_from_slice(&stamp.seq.to_le_bytes());
