@@ -14,6 +14,7 @@
 mod fault;
 mod memory;
 mod posix;
+pub(crate) mod spares;
 #[cfg(target_os = "linux")]
 mod uring;
 mod write_thread;

@@ -15,11 +15,12 @@ use crate::error::{Error, Result};
 use crate::io::{
     BlockBuf, OpenOptions, ReadRequest, Storage, StorageFile, WriteThreads, BLOCK_BYTES,
 };
+use crate::io::spares::Spares;
 use crate::options::{MAX_SEGMENT_BYTES, MIN_SEGMENT_BYTES};
 use crate::state::page::{ExternalValue, Page, MAX_VALUE_BYTES};
 use crate::state::prefix::Prefix;
 use crate::state::tables::TableId;
-use parking_lot::{Mutex, RwLock};
+use parking_lot::RwLock;
 use sprig_core::trie::KeyPath;
 use sprig_core::Hasher;
 use std::collections::{BTreeMap, HashMap};
@@ -237,13 +238,13 @@ pub struct Segments {
     /// reads: a fresh aligned block costs an allocation and, often, page faults on memory the
     /// allocator had just returned to the system (5 % of a utxo batch's main thread). At most
     /// [`SPARE_BLOCKS`].
-    spare: Mutex<Vec<BlockBuf>>,
+    spare: Spares<BlockBuf>,
     /// The threads that write the runs commits and imports stage ([`crate::log::stager`]).
     writes: WriteThreads,
     /// The staging buffers of finished stagers, for the next ones: a fresh 1 MiB buffer costs
     /// an allocation the allocator maps anew, page faults and a zero fill as it grows, every
     /// commit. At most [`STAGE_BUFFERS`].
-    stage_buffers: Mutex<Vec<BlockBuf>>,
+    stage_buffers: Spares<BlockBuf>,
 }
 
 /// The most staging buffers [`Segments`] keeps (1 MiB each): what a commit of up to two runs
@@ -262,22 +263,20 @@ impl Segments {
             files: RwLock::new(HashMap::new()),
             hasher,
             segment_blocks,
-            spare: Mutex::new(Vec::new()),
+            spare: Spares::new(SPARE_BLOCKS),
             writes: WriteThreads::new(),
-            stage_buffers: Mutex::new(Vec::new()),
+            stage_buffers: Spares::new(STAGE_BUFFERS),
         }
     }
 
     /// A staging buffer a finished stager left, if one is kept.
     pub(crate) fn take_stage_buffer(&self) -> Option<BlockBuf> {
-        self.stage_buffers.lock().pop()
+        self.stage_buffers.take()
     }
 
     /// Keep `bufs` (a finished stager's) for the next stagers, up to [`STAGE_BUFFERS`].
     pub(crate) fn keep_stage_buffers(&self, bufs: impl IntoIterator<Item = BlockBuf>) {
-        let mut kept = self.stage_buffers.lock();
-        let room = STAGE_BUFFERS.saturating_sub(kept.len());
-        kept.extend(bufs.into_iter().take(room));
+        self.stage_buffers.keep(bufs);
     }
 
     /// The threads that write staged runs beside their staging.
@@ -289,20 +288,15 @@ impl Segments {
     /// last, and is not cleared: a read fills all of its buffer or fails, and the buffer of a
     /// failed read is never looked at (the backends hand only whole reads to their callers).
     fn blocks(&self, n: usize) -> Vec<BlockBuf> {
-        let mut out = {
-            let mut spare = self.spare.lock();
-            let keep = spare.len().saturating_sub(n);
-            spare.split_off(keep)
-        };
+        let mut out = self.spare.take_up_to(n);
         out.resize_with(n, || BlockBuf::zeroed(1));
         out
     }
 
     /// Give read buffers back for later reads (one-block ones, up to `SPARE_BLOCKS`).
     pub fn recycle(&self, blocks: Vec<BlockBuf>) {
-        let mut spare = self.spare.lock();
-        let room = SPARE_BLOCKS.saturating_sub(spare.len());
-        spare.extend(blocks.into_iter().filter(|b| b.block_count() == 1).take(room));
+        self.spare
+            .keep(blocks.into_iter().filter(|b| b.block_count() == 1));
     }
 
     /// The storage backend.
@@ -1030,18 +1024,18 @@ mod tests {
         };
         segs.recycle(dirty(3));
         segs.recycle(vec![BlockBuf::zeroed(2)]);
-        assert_eq!(segs.spare.lock().len(), 3, "only one-block buffers are kept");
+        assert_eq!(segs.spare.len(), 3, "only one-block buffers are kept");
         let bufs = segs.blocks(5);
         assert_eq!(bufs.len(), 5);
         assert!(bufs.iter().all(|b| b.block_count() == 1));
         let reused = bufs.iter().filter(|b| b.as_bytes() == [0xee; BLOCK_BYTES]).count();
         assert_eq!(reused, 3, "the three spare buffers are handed out first");
-        assert!(segs.spare.lock().is_empty());
+        assert_eq!(segs.spare.len(), 0);
         segs.recycle(dirty(SPARE_BLOCKS + 10));
-        assert_eq!(segs.spare.lock().len(), SPARE_BLOCKS);
+        assert_eq!(segs.spare.len(), SPARE_BLOCKS);
         let blocks = segs.read_blocks(&[loc(1, 0), loc(1, 2)]).unwrap();
         assert!(blocks.iter().all(|b| b.as_bytes() == [9u8; BLOCK_BYTES]));
-        assert_eq!(segs.spare.lock().len(), SPARE_BLOCKS - 2);
+        assert_eq!(segs.spare.len(), SPARE_BLOCKS - 2);
     }
 
     /// In-memory segments and a 10,000-byte value record: (segments, key, value, hash, record).

@@ -13,30 +13,22 @@
 //! 512 MiB (about half of a batch's 17,000 pages). Kept blocks are memory the process holds
 //! between commits, as the allocator's free lists would.
 
+use crate::io::spares::Spares;
 use crate::io::BLOCK_BYTES;
-use parking_lot::Mutex;
 use std::mem::ManuallyDrop;
 use std::ops::{Deref, DerefMut};
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// The most blocks kept (64 MiB), whatever the cache budgets.
 pub const MAX_SPARE_BLOCKS: usize = 16_384;
 
-/// Blocks given back, for the next pages.
-static SPARE: Mutex<Vec<Box<[u8; BLOCK_BYTES]>>> = Mutex::new(Vec::new());
-/// How many blocks [`SPARE`] may hold.
-static LIMIT: AtomicUsize = AtomicUsize::new(0);
+/// Blocks given back, for the next pages (none until a database opens).
+static SPARE: Spares<Box<[u8; BLOCK_BYTES]>> = Spares::new(0);
 
 /// Let the process keep up to a sixteenth of `cache_bytes` in spare blocks (a database's page
 /// cache budget), and never more than [`MAX_SPARE_BLOCKS`]. The bound only grows.
 pub fn allow(cache_bytes: u64) {
     let blocks = usize::try_from(cache_bytes / 16 / BLOCK_BYTES as u64).unwrap_or(usize::MAX);
-    LIMIT.fetch_max(blocks.min(MAX_SPARE_BLOCKS), Ordering::Relaxed);
-}
-
-/// How many spare blocks are kept now.
-pub fn spare_blocks() -> usize {
-    SPARE.lock().len()
+    SPARE.raise_limit(blocks.min(MAX_SPARE_BLOCKS));
 }
 
 /// One page's 4 KiB block, given back for reuse when dropped.
@@ -45,7 +37,7 @@ pub struct PageBlock(ManuallyDrop<Box<[u8; BLOCK_BYTES]>>);
 impl PageBlock {
     /// A block of zeros.
     pub fn zeroed() -> PageBlock {
-        match take() {
+        match SPARE.take() {
             Some(mut block) => {
                 block.fill(0);
                 PageBlock(ManuallyDrop::new(block))
@@ -56,7 +48,7 @@ impl PageBlock {
 
     /// A block holding a copy of `bytes`.
     pub fn copy_of(bytes: &[u8; BLOCK_BYTES]) -> PageBlock {
-        match take() {
+        match SPARE.take() {
             Some(mut block) => {
                 block.copy_from_slice(bytes);
                 PageBlock(ManuallyDrop::new(block))
@@ -67,22 +59,11 @@ impl PageBlock {
     }
 }
 
-/// A spare block, if one is kept.
-fn take() -> Option<Box<[u8; BLOCK_BYTES]>> {
-    SPARE.lock().pop()
-}
-
 impl Drop for PageBlock {
     fn drop(&mut self) {
         // SAFETY: `self.0` is never used again: this is the block's last use.
         let block = unsafe { ManuallyDrop::take(&mut self.0) };
-        let mut spare = SPARE.lock();
-        if spare.len() < LIMIT.load(Ordering::Relaxed) {
-            spare.push(block);
-        } else {
-            drop(spare);
-            drop(block);
-        }
+        SPARE.keep([block]);
     }
 }
 
@@ -136,18 +117,10 @@ mod tests {
     }
 
     #[test]
-    fn dropped_blocks_are_kept_up_to_the_bound() {
+    fn a_database_allows_a_sixteenth_of_its_cache_up_to_the_most() {
         allow(64 << 20);
-        assert!(LIMIT.load(Ordering::Relaxed) >= 1024, "a 64 MiB cache allows 4 MiB of blocks");
-        let blocks: Vec<PageBlock> = (0..2048).map(|_| PageBlock::zeroed()).collect();
-        drop(blocks);
-        let kept = spare_blocks();
-        assert!(kept >= 1, "dropped blocks were not kept");
-        assert!(
-            kept <= LIMIT.load(Ordering::Relaxed),
-            "{kept} spare blocks kept beyond the bound"
-        );
+        assert!(SPARE.limit() >= 1024, "a 64 MiB cache allows 4 MiB of blocks");
         allow(1 << 40);
-        assert_eq!(LIMIT.load(Ordering::Relaxed), MAX_SPARE_BLOCKS);
+        assert_eq!(SPARE.limit(), MAX_SPARE_BLOCKS);
     }
 }

@@ -183,7 +183,7 @@ pub enum PageError {
 pub struct Page {
     /// The page's bytes. A plain heap allocation, not a 4 KiB-aligned [`Block`]: pages are
     /// copied into aligned buffers for direct I/O, and an aligned allocation behind a reference
-    /// count costs twice its size.
+    /// count costs twice its size. Recycled when the page is dropped ([`PageBlock`]).
     bytes: PageBlock,
     prefix: Prefix,
     stamp: Stamp,
