@@ -81,6 +81,32 @@ fn runs_of(locs: &[u64]) -> Vec<Run> {
     runs
 }
 
+/// The most blocks of runs the cleaner has in flight at once (2 MiB of read buffers): deep
+/// enough a queue for the device (32 runs of the longest length, more of shorter ones), small
+/// beside a commit's pages. Reading a whole clean's runs at once held them all: 12.5 MB of
+/// buffers at once at utxo 10M with a 16 MiB page cache, the largest part of its peak RSS.
+const CLEAN_READ_BLOCKS: u32 = 512;
+
+/// `runs` split into consecutive groups of at most [`CLEAN_READ_BLOCKS`] blocks (a run is
+/// never longer), each read at once.
+fn read_groups(runs: &[Run]) -> Vec<std::ops::Range<usize>> {
+    let mut groups: Vec<std::ops::Range<usize>> = Vec::new();
+    let mut blocks = 0u32;
+    for (i, run) in runs.iter().enumerate() {
+        match groups.last_mut() {
+            Some(g) if blocks + run.blocks <= CLEAN_READ_BLOCKS => {
+                g.end = i + 1;
+                blocks += run.blocks;
+            }
+            _ => {
+                groups.push(i..i + 1);
+                blocks = run.blocks;
+            }
+        }
+    }
+    groups
+}
+
 /// Live data of the victim segments to copy forward with a commit.
 #[derive(Default)]
 pub(crate) struct Relocation {
@@ -248,38 +274,45 @@ impl Inner {
         }
         let taken = pages.len() + misses.len();
         // Read in runs: live pages a few blocks apart in one read each (the blocks between are
-        // read and skipped), each page decoded as its run's read completes.
+        // read and skipped), each page decoded as its run's read completes; at most
+        // `CLEAN_READ_BLOCKS` of runs in flight at once, so the read buffers a clean holds stay
+        // small beside the pages it decodes.
         misses.sort_unstable();
         let runs = runs_of(&misses);
-        let extents: Vec<(u64, u32)> = runs.iter().map(|r| (r.start, r.blocks)).collect();
         let mut decoded: Vec<Option<Result<Page>>> = (0..misses.len()).map(|_| None).collect();
-        let blocks = self.log.segments.read_spans_each(&extents, &mut |i, buf| {
-            let Some(run) = runs.get(i) else {
-                return;
+        for group in read_groups(&runs) {
+            let (group_runs, extents): (&[Run], Vec<(u64, u32)>) = match runs.get(group) {
+                Some(g) => (g, g.iter().map(|r| (r.start, r.blocks)).collect()),
+                None => return Err(Error::internal("a read group beyond the cleaner's runs")),
             };
-            for j in run.misses.clone() {
-                let (Some(l), Some(slot)) = (misses.get(j), decoded.get_mut(j)) else {
-                    continue;
+            let blocks = self.log.segments.read_spans_each(&extents, &mut |i, buf| {
+                let Some(run) = group_runs.get(i) else {
+                    return;
                 };
-                let at = (loc_block(*l) - loc_block(run.start)) as usize * BLOCK_BYTES;
-                *slot = Some(match buf.as_bytes().get(at..at + BLOCK_BYTES) {
-                    Some(block) => Page::decode(block).map_err(|e| {
-                        Error::corruption(
-                            segment_file_name(loc_segment(*l)),
-                            loc_offset(*l),
-                            e.to_string(),
-                        )
-                    }),
-                    None => Err(Error::internal("a page outside the run read for it")),
-                });
-            }
-        })?;
-        self.counters.block_reads(
-            ReadKind::Maintenance,
-            runs.len() as u64,
-            extents.iter().map(|(_, n)| u64::from(*n)).sum(),
-        );
-        self.log.segments.recycle(blocks);
+                for j in run.misses.clone() {
+                    let (Some(l), Some(slot)) = (misses.get(j), decoded.get_mut(j)) else {
+                        continue;
+                    };
+                    let at = (loc_block(*l) - loc_block(run.start)) as usize * BLOCK_BYTES;
+                    *slot = Some(match buf.as_bytes().get(at..at + BLOCK_BYTES) {
+                        Some(block) => Page::decode(block).map_err(|e| {
+                            Error::corruption(
+                                segment_file_name(loc_segment(*l)),
+                                loc_offset(*l),
+                                e.to_string(),
+                            )
+                        }),
+                        None => Err(Error::internal("a page outside the run read for it")),
+                    });
+                }
+            })?;
+            self.counters.block_reads(
+                ReadKind::Maintenance,
+                extents.len() as u64,
+                extents.iter().map(|(_, n)| u64::from(*n)).sum(),
+            );
+            self.log.segments.recycle(blocks);
+        }
         for (l, page) in misses.iter().zip(decoded) {
             let page = page.ok_or_else(|| Error::internal("a page read was never handed over"))??;
             pages.push((*l, Arc::new(page)));
@@ -454,6 +487,28 @@ mod tests {
             ]
         );
         assert!(runs_of(&[]).is_empty());
+    }
+
+    /// A clean's runs are read in groups of at most `CLEAN_READ_BLOCKS` blocks, in order,
+    /// every run in exactly one group.
+    #[test]
+    fn runs_are_read_in_groups_of_bounded_blocks() {
+        let run = |blocks: u32| Run {
+            start: 0,
+            blocks,
+            misses: 0..1,
+        };
+        // 100 runs of 16 blocks, then 3 of one: 1,603 blocks.
+        let runs: Vec<Run> = (0..100).map(|_| run(16)).chain((0..3).map(|_| run(1))).collect();
+        let groups = read_groups(&runs);
+        assert_eq!(groups, vec![0..32, 32..64, 64..96, 96..103]);
+        for g in &groups {
+            let blocks: u32 = runs[g.clone()].iter().map(|r| r.blocks).sum();
+            assert!(blocks <= CLEAN_READ_BLOCKS, "{g:?}: {blocks} blocks");
+        }
+        // A group is never empty; none for no runs.
+        assert_eq!(read_groups(&[run(RUN_MAX_BLOCKS)]), vec![0..1]);
+        assert!(read_groups(&[]).is_empty());
     }
 
     #[test]
