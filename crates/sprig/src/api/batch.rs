@@ -12,7 +12,7 @@ use crate::state::page::{Page, MAX_INLINE_VALUE_BYTES, MAX_VALUE_BYTES};
 use crate::state::prefix::Prefix;
 use crate::state::tables::{TableId, DEFAULT_TABLE_ID};
 use crate::state::version::Version;
-use crate::state::version::{overlay_bytes, OverlayParts, OverlayState};
+use crate::state::version::{overlay_bytes, proof_buffer, OverlayParts, OverlayState};
 use crate::state::versions::Pin;
 use crate::state::{FastMap, FastSet};
 use crate::stats::ReadKind;
@@ -817,8 +817,9 @@ impl WriteBatch {
         let prove = || -> Result<Vec<ProofNode>> {
             // Above the regions, two nodes (the branch and its sibling) per directory node on
             // the keys' paths: about ten per region at utxo's sparse batches, two at transfer's
-            // dense ones (a larger witness grows the vector once).
-            let mut proof = Vec::with_capacity(below_nodes + 16 * below.len());
+            // dense ones (a larger witness grows the vector once). The buffer is the last
+            // dropped witness's, warm, when there is one.
+            let mut proof = proof_buffer(below_nodes + 16 * below.len());
             let mut next = below.iter_mut();
             base_dir
                 .prove(

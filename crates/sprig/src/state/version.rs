@@ -10,10 +10,11 @@
 //! either, or a descendant of either, is an error. Overlay memory is counted against a limit.
 
 use crate::error::{Error, Result};
+use crate::io::spares::Spares;
 use crate::state::tables::{TableId, TableRegions, Tables};
 use parking_lot::{Mutex, RwLock};
 use sprig_core::trie::KeyPath;
-use sprig_core::Witness;
+use sprig_core::{ProofNode, Witness};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
@@ -152,6 +153,44 @@ pub(crate) struct OverlayParts {
     pub merges: u64,
     /// Pages the commit will write.
     pub new_pages: u64,
+}
+
+/// The proof buffer of a dropped overlay's witness, kept for the next batch's (the largest
+/// given back; one, process-wide). A transfer batch's witness is about 600,000 proof nodes,
+/// 39 MB: a fresh vector that size is mapped anew by the allocator and faulted in page by page
+/// as it is filled (26 ms a batch on this machine's helper core, on the path to the root),
+/// then unmapped when the overlay goes. Kept, it is memory the process holds between batches,
+/// as much as the last large witness.
+static PROOF_BUFFER: Spares<Vec<ProofNode>> = Spares::new(1);
+
+/// An empty buffer for a witness's proof nodes, with room for at least `capacity`: the one a
+/// dropped overlay gave back if there is one.
+pub(crate) fn proof_buffer(capacity: usize) -> Vec<ProofNode> {
+    match PROOF_BUFFER.take() {
+        Some(mut buffer) if buffer.capacity() >= capacity => {
+            buffer.clear();
+            buffer
+        }
+        // Too small (or none): a new one, rather than one that copies the old as it grows.
+        _ => Vec::with_capacity(capacity),
+    }
+}
+
+impl Drop for OverlayParts {
+    /// The largest of the witnesses' proof buffers, and the one kept before, is kept for the
+    /// next batch's witness.
+    fn drop(&mut self) {
+        let largest = self
+            .witnesses
+            .values_mut()
+            .map(|w| std::mem::take(&mut w.proof.nodes))
+            .chain(PROOF_BUFFER.take())
+            .max_by_key(Vec::capacity);
+        if let Some(mut buffer) = largest.filter(|b| b.capacity() > 0) {
+            buffer.clear();
+            PROOF_BUFFER.keep([buffer]);
+        }
+    }
 }
 
 impl OverlayState {
