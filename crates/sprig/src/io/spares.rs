@@ -1,6 +1,7 @@
 //! Spares: buffers given back for reuse, kept up to a bound — the page blocks of
-//! `state::blocks`, and the read and staging buffers of `log::segments` — so a hot path takes a
-//! warm buffer instead of a fresh allocation (and the page faults that often come with it).
+//! `state::blocks`, the witness proof buffer of `state::version`, and the read and staging
+//! buffers of `log::segments` — so a hot path takes a warm buffer instead of a fresh allocation
+//! (and the page faults that often come with it).
 
 use parking_lot::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
