@@ -21,23 +21,42 @@ use std::ops::{Deref, DerefMut};
 /// The most blocks kept (64 MiB), whatever the cache budgets.
 pub const MAX_SPARE_BLOCKS: usize = 16_384;
 
+/// A kept block.
+type Spare = Box<[u8; BLOCK_BYTES]>;
+
 /// Blocks given back, for the next pages (none until a database opens).
-static SPARE: Spares<Box<[u8; BLOCK_BYTES]>> = Spares::new(0);
+static SPARE: Spares<Spare> = Spares::new(0);
 
 /// Let the process keep up to a sixteenth of `cache_bytes` in spare blocks (a database's page
 /// cache budget), and never more than [`MAX_SPARE_BLOCKS`]. The bound only grows.
 pub fn allow(cache_bytes: u64) {
+    SPARE.raise_limit(spare_blocks_for(cache_bytes));
+}
+
+/// The spare blocks a page cache budget of `cache_bytes` allows: a sixteenth of it, at most
+/// [`MAX_SPARE_BLOCKS`].
+fn spare_blocks_for(cache_bytes: u64) -> usize {
     let blocks = usize::try_from(cache_bytes / 16 / BLOCK_BYTES as u64).unwrap_or(usize::MAX);
-    SPARE.raise_limit(blocks.min(MAX_SPARE_BLOCKS));
+    blocks.min(MAX_SPARE_BLOCKS)
 }
 
 /// One page's 4 KiB block, given back for reuse when dropped.
-pub struct PageBlock(ManuallyDrop<Box<[u8; BLOCK_BYTES]>>);
+pub struct PageBlock(ManuallyDrop<Spare>);
 
 impl PageBlock {
     /// A block of zeros.
     pub fn zeroed() -> PageBlock {
-        match SPARE.take() {
+        PageBlock::zeroed_from(&SPARE)
+    }
+
+    /// A block holding a copy of `bytes`.
+    pub fn copy_of(bytes: &[u8; BLOCK_BYTES]) -> PageBlock {
+        PageBlock::copy_from(&SPARE, bytes)
+    }
+
+    /// [`PageBlock::zeroed`], taking a kept block from `spares` if there is one.
+    fn zeroed_from(spares: &Spares<Spare>) -> PageBlock {
+        match spares.take() {
             Some(mut block) => {
                 block.fill(0);
                 PageBlock(ManuallyDrop::new(block))
@@ -46,9 +65,9 @@ impl PageBlock {
         }
     }
 
-    /// A block holding a copy of `bytes`.
-    pub fn copy_of(bytes: &[u8; BLOCK_BYTES]) -> PageBlock {
-        match SPARE.take() {
+    /// [`PageBlock::copy_of`], taking a kept block from `spares` if there is one.
+    fn copy_from(spares: &Spares<Spare>, bytes: &[u8; BLOCK_BYTES]) -> PageBlock {
+        match spares.take() {
             Some(mut block) => {
                 block.copy_from_slice(bytes);
                 PageBlock(ManuallyDrop::new(block))
@@ -99,25 +118,40 @@ impl Eq for PageBlock {}
 mod tests {
     use super::*;
 
+    /// A kept block is taken again (the same allocation) and holds none of its old bytes:
+    /// cleared for a zeroed block, overwritten for a copy. A pool of the test's own, so that
+    /// other tests' pages (which share the process-wide one) cannot take the block first.
     #[test]
     fn a_reused_block_is_cleared_or_overwritten() {
-        // Tests share the process-wide pool: each checks only what it builds itself. The
-        // dirty block dropped is kept (the bound allows it) and is the next one taken.
-        allow(64 << 20);
-        let dirty = PageBlock::copy_of(&[0xab; BLOCK_BYTES]);
-        drop(dirty);
-        for _ in 0..4 {
-            let z = PageBlock::zeroed();
-            assert!(z.iter().all(|b| *b == 0), "a zeroed block holds old bytes");
-            let c = PageBlock::copy_of(&[7; BLOCK_BYTES]);
-            assert!(c.iter().all(|b| *b == 7));
-            let d = c.clone();
-            assert!(d == c, "a clone differs from its block");
-        }
+        let spares: Spares<Spare> = Spares::new(1);
+        let dirty: Spare = Box::new([0xab; BLOCK_BYTES]);
+        let at = dirty.as_ptr();
+        spares.keep([dirty]);
+        let z = PageBlock::zeroed_from(&spares);
+        assert_eq!(z.as_ptr(), at, "the kept block was not taken");
+        assert!(z.iter().all(|b| *b == 0), "a zeroed block holds old bytes");
+
+        let dirty: Spare = Box::new([0xcd; BLOCK_BYTES]);
+        let at = dirty.as_ptr();
+        spares.keep([dirty]);
+        let c = PageBlock::copy_from(&spares, &[7; BLOCK_BYTES]);
+        assert_eq!(c.as_ptr(), at, "the kept block was not taken");
+        assert!(c.iter().all(|b| *b == 7), "a copy holds old bytes");
+        let d = c.clone();
+        assert!(d == c, "a clone differs from its block");
+        // Nothing kept: new blocks, as asked.
+        assert!(PageBlock::zeroed_from(&spares).iter().all(|b| *b == 0));
+        assert!(PageBlock::copy_from(&spares, &[3; BLOCK_BYTES]).iter().all(|b| *b == 3));
     }
 
+    /// A database's cache budget allows exactly a sixteenth of it in spare blocks, capped; and
+    /// the process-wide bound takes it (it only grows, so other tests may have raised it).
     #[test]
     fn a_database_allows_a_sixteenth_of_its_cache_up_to_the_most() {
+        assert_eq!(spare_blocks_for(16 << 20), 256);
+        assert_eq!(spare_blocks_for(64 << 20), 1024);
+        assert_eq!(spare_blocks_for(0), 0);
+        assert_eq!(spare_blocks_for(1 << 40), MAX_SPARE_BLOCKS);
         allow(64 << 20);
         assert!(SPARE.limit() >= 1024, "a 64 MiB cache allows 4 MiB of blocks");
         allow(1 << 40);
