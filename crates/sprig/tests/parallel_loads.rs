@@ -1,0 +1,91 @@
+//! A load of many pages at once (a batch's or a view's reads of 256 regions or more) goes in two
+//! halves on two cores: every value comes back in its key's place, whichever half read its
+//! page, and a corrupt page is reported, never served.
+
+use sprig::{Db, Error, KeyPath, Options};
+
+fn value(k: &KeyPath) -> Vec<u8> {
+    k[..8].to_vec()
+}
+
+#[test]
+fn a_large_load_returns_every_value_in_place_and_reports_corruption() {
+    // The build directory's file system, not /tmp (tmpfs refused O_DIRECT before Linux 6.6).
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    // No page cache: every page of a load is read from the SSD.
+    let options = Options {
+        page_cache_bytes: 0,
+        ..Options::default()
+    };
+    let db = Db::open(dir.path(), options).unwrap();
+    let keys: Vec<KeyPath> = (0..40_000u32)
+        .map(|i| db.key_path(&i.to_le_bytes()))
+        .collect();
+    for chunk in keys.chunks(10_000) {
+        let mut b = db.begin();
+        for k in chunk {
+            b.put(*k, value(k)).unwrap();
+        }
+        db.commit(b.finish().unwrap()).unwrap();
+    }
+    // Asked in an order of their own (reversed), with absent keys between.
+    let mut asked: Vec<KeyPath> = Vec::new();
+    for (i, k) in keys.iter().rev().enumerate() {
+        asked.push(*k);
+        if i % 50 == 0 {
+            asked.push(db.key_path(&[b"absent".as_slice(), &i.to_le_bytes()].concat()));
+        }
+    }
+    let present: std::collections::HashSet<KeyPath> = keys.iter().copied().collect();
+    let expected: Vec<Option<Vec<u8>>> = asked
+        .iter()
+        .map(|k| present.contains(k).then(|| value(k)))
+        .collect();
+
+    let before = db.stats().batch_page_reads;
+    let mut batch = db.begin();
+    let got = batch.get_many(&asked).unwrap();
+    let read = db.stats().batch_page_reads - before;
+    assert!(
+        read >= 512,
+        "{read} pages read in one load: too few for two halves of 256 or more"
+    );
+    assert!(
+        got == expected,
+        "a batch's large load put a value in another key's place"
+    );
+    drop(batch);
+    let before = db.stats().lookup_page_reads;
+    let got = db.view().get_many(&asked).unwrap();
+    assert!(db.stats().lookup_page_reads - before >= 512);
+    assert!(
+        got == expected,
+        "a view's large load put a value in another key's place"
+    );
+
+    // Every page block damaged on disk: the load fails with corruption, from either half.
+    for entry in std::fs::read_dir(dir.path()).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        if !name.starts_with("seg-") {
+            continue;
+        }
+        let mut bytes = std::fs::read(&path).unwrap();
+        for block in bytes.chunks_mut(4096) {
+            if let Some(b) = block.get_mut(200) {
+                *b ^= 0x40;
+            }
+        }
+        std::fs::write(&path, bytes).unwrap();
+    }
+    match db.view().get_many(&asked) {
+        Err(Error::Corruption { .. }) => {}
+        Err(e) => panic!("a damaged page gave another error: {e}"),
+        Ok(_) => panic!("damaged pages were served"),
+    }
+    let mut batch = db.begin();
+    assert!(matches!(
+        batch.get_many(&asked),
+        Err(Error::Corruption { .. })
+    ));
+}
