@@ -414,8 +414,8 @@ impl Segments {
     /// read failed, else with the first error of a check or of `done` (after which `done` is
     /// not called again).
     ///
-    /// `done` copies what it keeps, so the reads go in consecutive groups of at most
-    /// [`READ_GROUP_PAGES`], each through the buffers the one before gave back: a read of any
+    /// `done` copies what it keeps, so the reads go in consecutive groups of at most 512 pages
+    /// (`READ_GROUP_PAGES`), each through the buffers the one before gave back: a read of any
     /// size holds no more buffers than the spares kept for it, instead of one fresh aligned
     /// block per page (a cold cache at transfer 2^20 reads 17,000 pages in its first batch,
     /// whose fresh buffers took 134 ms of its 466 ms read phase in allocation and page
