@@ -1,5 +1,5 @@
-//! A load of many pages at once (a batch's or a view's reads of 256 regions or more) goes in two
-//! halves on two cores: every value comes back in its key's place, whichever half read its
+//! A load of many pages at once (a batch's or a view's reads of 256 regions or more) goes in
+//! shares on every core: every value comes back in its key's place, whichever share read its
 //! page, and a corrupt page is reported, never served.
 
 use sprig::{Db, Error, KeyPath, Options};
@@ -48,7 +48,7 @@ fn a_large_load_returns_every_value_in_place_and_reports_corruption() {
     let read = db.stats().batch_page_reads - before;
     assert!(
         read >= 512,
-        "{read} pages read in one load: too few for two halves of 256 or more"
+        "{read} pages read in one load: too few for two shares of 128 or more"
     );
     assert!(
         got == expected,
@@ -63,7 +63,7 @@ fn a_large_load_returns_every_value_in_place_and_reports_corruption() {
         "a view's large load put a value in another key's place"
     );
 
-    // Every page block damaged on disk: the load fails with corruption, from either half.
+    // Every page block damaged on disk: the load fails with corruption, from any share.
     for entry in std::fs::read_dir(dir.path()).unwrap() {
         let path = entry.unwrap().path();
         let name = path.file_name().unwrap().to_string_lossy().into_owned();

@@ -378,11 +378,15 @@ impl Db {
             counters.metrics.overlays.clone(),
         ));
         crate::state::blocks::allow(options.page_cache_bytes);
+        let segments = Segments::new(storage.clone(), manifest.hasher, manifest.segment_blocks);
+        // A large load reads on every core at once (`write/read.rs`): buffers are kept for up
+        // to 8 of them (16 MiB at most); more cores allocate the rest.
+        segments.keep_read_buffers_for(crate::write::cores::cores().min(8));
         let inner = Inner {
             path,
             hasher: manifest.hasher,
             log: Log {
-                segments: Segments::new(storage.clone(), manifest.hasher, manifest.segment_blocks),
+                segments,
                 storage,
                 sync: options.sync,
                 writer: Mutex::new(writer),

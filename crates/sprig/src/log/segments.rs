@@ -237,7 +237,7 @@ pub struct Segments {
     /// Read buffers of one block given back after their pages were decoded, for the next
     /// reads: a fresh aligned block costs an allocation and, often, page faults on memory the
     /// allocator had just returned to the system (5 % of a utxo batch's main thread). At most
-    /// [`SPARE_BLOCKS`].
+    /// [`SPARE_BLOCKS`] for each thread that loads at once ([`Segments::keep_read_buffers_for`]).
     spare: Spares<BlockBuf>,
     /// The threads that write the runs commits and imports stage ([`crate::log::stager`]).
     writes: WriteThreads,
@@ -252,7 +252,8 @@ pub struct Segments {
 /// third buffer. Each kept buffer is RSS the database holds between commits.
 pub(crate) const STAGE_BUFFERS: usize = 2;
 
-/// The most read buffers [`Segments`] keeps for reuse (2 MiB of blocks).
+/// The most read buffers [`Segments`] keeps for reuse for each thread that loads at once (2 MiB
+/// of blocks).
 const SPARE_BLOCKS: usize = 512;
 
 /// The most pages [`Segments::read_pages_each`] reads in one group: as many as the read
@@ -271,6 +272,13 @@ impl Segments {
             writes: WriteThreads::new(),
             stage_buffers: Spares::new(STAGE_BUFFERS),
         }
+    }
+
+    /// Keep read buffers for `loaders` threads reading at once (a load spread over the cores
+    /// reads a group on each): up to 512 each (`SPARE_BLOCKS`), so that the groups after the
+    /// first of every thread go through kept buffers, not fresh ones.
+    pub fn keep_read_buffers_for(&self, loaders: usize) {
+        self.spare.raise_limit(SPARE_BLOCKS.saturating_mul(loaders.max(1)));
     }
 
     /// A staging buffer a finished stager left, if one is kept.
@@ -1092,6 +1100,41 @@ mod tests {
             buffers.len()
         );
         assert_eq!(segs.spare.len(), SPARE_BLOCKS.min(n));
+    }
+
+    /// Two threads reading at once each go through their own kept buffers once the pool keeps
+    /// enough for two: after both have read more than a group, the pool holds both groups'
+    /// buffers (with the bound of one thread, the second group's were freed and the next
+    /// load of that thread allocated afresh).
+    #[test]
+    fn read_buffers_are_kept_for_every_loading_thread() {
+        let storage: Arc<dyn Storage> = Arc::new(crate::io::MemoryStorage::new());
+        let segs = Segments::new(storage, Hasher::Blake3, 1 << 20);
+        segs.keep_read_buffers_for(2);
+        let n = READ_GROUP_PAGES + 10;
+        let f = segs.file(1, true).unwrap();
+        f.write_at(&vec![5u8; n * BLOCK_BYTES], 0).unwrap();
+        let sum = checksum(&[5u8; BLOCK_BYTES]);
+        let wanted: Vec<(u64, u64, Prefix)> = (0..n)
+            .map(|b| (loc(1, u32::try_from(b).unwrap()), sum, Prefix::root()))
+            .collect();
+        // Each thread holds its first group until both have read theirs.
+        let barrier = std::sync::Barrier::new(2);
+        std::thread::scope(|s| {
+            for _ in 0..2 {
+                s.spawn(|| {
+                    let mut first = true;
+                    segs.read_pages_each(&wanted, &mut |_, _| {
+                        if std::mem::take(&mut first) {
+                            barrier.wait();
+                        }
+                        Ok(())
+                    })
+                    .unwrap();
+                });
+            }
+        });
+        assert_eq!(segs.spare.len(), 2 * SPARE_BLOCKS, "a loading thread's group was freed");
     }
 
     /// In-memory segments and a 10,000-byte value record: (segments, key, value, hash, record).

@@ -15,7 +15,8 @@ use crate::stats::ReadKind;
 use sprig_core::trie::KeyPath;
 use std::sync::Arc;
 
-/// The fewest regions [`Inner::load_pages_with`] loads on two cores.
+/// The fewest regions [`Inner::load_pages_with`] spreads over the cores (half of it per share
+/// at the least).
 pub(crate) const PARALLEL_LOAD_MIN: usize = 256;
 
 /// Loaded pages, by region.
@@ -35,29 +36,31 @@ impl Inner {
     /// [`Inner::load_pages`]; pages read from the SSD are cached only with `fill_cache` (an
     /// import reads each page once: caching them would evict what readers use).
     ///
-    /// At least [`PARALLEL_LOAD_MIN`] regions are loaded in two halves on two cores, each
-    /// submitting its reads on its own ring and checking and decoding what it read: reaping,
-    /// checking and decoding took the committing thread about 10 µs a page while the other
-    /// core waited (most of a cold cache's first batch at transfer 2^20, whose 17,000 reads
-    /// ran at half of fio's QD32 rate).
+    /// At least [`PARALLEL_LOAD_MIN`] regions are loaded in shares on every core (none
+    /// smaller than half of it), each submitting its reads on its own thread's ring and
+    /// checking and decoding what it read: reaping, checking and decoding took the committing
+    /// thread about 10 µs a page while the other core waited (most of a cold cache's first
+    /// batch at transfer 2^20, whose 17,000 reads ran at half of fio's QD32 rate).
     pub fn load_pages_with(
         &self,
         wanted: &[(Prefix, PageRef)],
         kind: ReadKind,
         fill_cache: bool,
     ) -> Result<Vec<Arc<Page>>> {
-        if wanted.len() >= PARALLEL_LOAD_MIN {
-            let (first, second) = wanted.split_at(wanted.len() / 2);
-            let (b, a) = cores::both(
-                true,
-                || self.load_pages_here(second, kind, fill_cache),
-                || self.load_pages_here(first, kind, fill_cache),
-            );
-            let mut pages = a?;
-            pages.extend(b?);
-            return Ok(pages);
+        let share = if wanted.len() < PARALLEL_LOAD_MIN {
+            wanted.len().max(1)
+        } else {
+            wanted
+                .len()
+                .div_ceil(cores::cores())
+                .max(PARALLEL_LOAD_MIN / 2)
+        };
+        let shares: Vec<&[(Prefix, PageRef)]> = wanted.chunks(share).collect();
+        let mut pages = Vec::with_capacity(wanted.len());
+        for loaded in cores::map_on_cores(&shares, 2, |s| self.load_pages_here(s, kind, fill_cache)) {
+            pages.extend(loaded?);
         }
-        self.load_pages_here(wanted, kind, fill_cache)
+        Ok(pages)
     }
 
     /// [`Inner::load_pages_with`] on the calling thread.
