@@ -384,6 +384,62 @@ fn a_committed_overlays_pages_leave_memory_and_its_children_read_them_from_disk(
     assert_eq!(db.view().get(&key(other)).unwrap(), Some(vec![0xb1; 30]));
 }
 
+/// An overlay built on an uncommitted one copies the parent's new page beside its own into
+/// their twig (a twig of the directory holds both of its pages). Once both are committed, that
+/// copy is on disk where the parent's commit wrote it: a checkpoint writes the directory, and
+/// a reopen reads both pages. (A commit moves to disk only the pages of its own directory; the
+/// child's copy was left as a page in memory, and the checkpoint refused "a page that is not
+/// on disk".)
+#[test]
+fn a_page_copied_from_an_uncommitted_parent_is_on_disk_once_both_commit() {
+    let storage = Arc::new(MemoryStorage::new());
+    // One retained version: the checkpoint is of the latest.
+    let options = || Options {
+        retained_versions: 1,
+        ..options()
+    };
+    let db = Db::open_with_storage(storage.clone(), options()).unwrap();
+    let keys: Vec<KeyPath> = (0..600u64)
+        .map(|i| Hasher::Blake3.hash_value(&(i + 10_000).to_le_bytes()))
+        .collect();
+    let mut base = db.begin();
+    for k in &keys {
+        base.put(*k, vec![1; 20]).unwrap();
+    }
+    db.commit(base.finish().unwrap()).unwrap();
+    // Two keys in sibling pages: a twig's two pages.
+    let view = db.view();
+    let regions: Vec<_> = keys.iter().map(|k| view.region_of(k)).collect();
+    let siblings = |x: &sprig::state::prefix::Prefix, y: &sprig::state::prefix::Prefix| {
+        let d = x.depth();
+        d > 0
+            && y.depth() == d
+            && (0..d - 1).all(|i| x.bit(i) == y.bit(i))
+            && x.bit(d - 1) != y.bit(d - 1)
+    };
+    let (a, b) = (0..keys.len())
+        .flat_map(|i| (0..keys.len()).map(move |j| (i, j)))
+        .find(|(i, j)| siblings(&regions[*i], &regions[*j]))
+        .expect("two pages side by side");
+    drop(view);
+
+    let mut p = db.begin();
+    p.put(keys[a], vec![0xa0; 30]).unwrap();
+    let parent = p.finish().unwrap();
+    let mut c = parent.begin().unwrap();
+    c.put(keys[b], vec![0xb1; 30]).unwrap();
+    let child = c.finish().unwrap();
+    db.commit(parent).unwrap();
+    db.commit(child).unwrap();
+    db.checkpoint().unwrap();
+    drop(db);
+    let db = Db::open_with_storage(storage, options()).unwrap();
+    assert_eq!(db.recovery().checkpoint_seq, 3, "{:?}", db.recovery());
+    assert_eq!(db.view().get(&keys[a]).unwrap(), Some(vec![0xa0; 30]));
+    assert_eq!(db.view().get(&keys[b]).unwrap(), Some(vec![0xb1; 30]));
+    assert!(db.check(&mut |_, _| {}).unwrap().is_clean());
+}
+
 /// A pipeline — each batch built on the previous, uncommitted one, which is then committed —
 /// keeps only the uncommitted overlays alive: committing an overlay cuts its link to the
 /// committed ones below (before, the whole chain since the pipeline began stayed in memory

@@ -544,12 +544,34 @@ mod tests {
             .windows(8)
             .position(|w| w == loc(1, 77).to_le_bytes())
             .unwrap();
+        let original = bytes.clone();
         bytes[at..at + 8].copy_from_slice(&loc(0, 77).to_le_bytes());
         let sum = checksum(&bytes[..body]);
         bytes[body..].copy_from_slice(&sum.to_le_bytes());
         let e = Checkpoint::decode("c", &bytes, &Arena::new(), h).err();
         assert!(
             e.as_ref().is_some_and(|e| e.is_corruption() && e.to_string().contains("segment 0")),
+            "{e:?}"
+        );
+        // So are a page past the largest segment and one with more entries than a page holds
+        // (the node store keeps the count in the block index's unused bits).
+        let craft = |at: usize, with: &[u8]| {
+            let mut b = original.clone();
+            b[at..at + with.len()].copy_from_slice(with);
+            let sum = checksum(&b[..body]);
+            b[body..].copy_from_slice(&sum.to_le_bytes());
+            Checkpoint::decode("c", &b, &Arena::new(), h).err()
+        };
+        let max_blocks = crate::log::segments::MAX_SEGMENT_BLOCKS;
+        let e = craft(at, &loc(1, max_blocks).to_le_bytes());
+        assert!(
+            e.as_ref().is_some_and(|e| e.is_corruption() && e.to_string().contains("past the largest segment")),
+            "{e:?}"
+        );
+        let too_many = crate::state::page::MAX_PAGE_ENTRIES as u32 + 1;
+        let e = craft(at + 8 + 8 + 32, &too_many.to_le_bytes());
+        assert!(
+            e.as_ref().is_some_and(|e| e.is_corruption() && e.to_string().contains("more entries")),
             "{e:?}"
         );
     }

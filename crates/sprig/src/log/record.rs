@@ -15,8 +15,10 @@ use crate::state::directory::{
 };
 use crate::log::segments::{
     check_loc, check_segment_id, check_used_blocks, check_value_extent, loc_block, loc_segment,
+    MAX_SEGMENT_BLOCKS,
     SegmentTable,
 };
+use crate::state::page::MAX_PAGE_ENTRIES;
 use crate::state::prefix::Prefix;
 use crate::state::tables::{CatalogError, TableDef, TableId, Tables, DEFAULT_TABLE_ID};
 use crate::state::union::UnionState;
@@ -85,11 +87,19 @@ pub fn decode_subtree(
             if loc >> 32 == 0 {
                 return Err(r.error("page in segment 0"));
             }
+            // Nor one past the largest segment: the node store keeps the entry count in the
+            // bits of the block index no segment uses.
+            if loc_block(loc) >= MAX_SEGMENT_BLOCKS {
+                return Err(r.error("page past the largest segment"));
+            }
             let checksum = r.u64()?;
             let node: Node = r.array()?;
             let count = r.u32()?;
             if count == 0 {
                 return Err(r.error("page with no entries"));
+            }
+            if count as usize > MAX_PAGE_ENTRIES {
+                return Err(r.error("page with more entries than a page holds"));
             }
             Ok(Subtree::page(
                 arena,
@@ -1064,10 +1074,6 @@ mod tests {
 
         let crafted: Vec<(&str, CommitRecord)> = vec![
             (
-                "page at the unwritten sentinel",
-                record(UNWRITTEN, loc(1, 8)),
-            ),
-            (
                 "page past its segment",
                 record(loc(1, SEGMENT_BLOCKS), loc(1, 8)),
             ),
@@ -1133,6 +1139,19 @@ mod tests {
         crafted[at..at + 8].copy_from_slice(&loc(0, 11).to_le_bytes());
         let e = CommitRecord::decode(&crafted, &arena, Hasher::Blake3).unwrap_err();
         assert!(e.to_string().contains("segment 0"), "{e}");
+        // So are a page past the largest segment and one with more entries than a page holds
+        // (the node store keeps the count in the block index's unused bits).
+        for past in [loc(1, MAX_SEGMENT_BLOCKS), UNWRITTEN] {
+            let mut crafted = bytes.clone();
+            crafted[at..at + 8].copy_from_slice(&past.to_le_bytes());
+            let e = CommitRecord::decode(&crafted, &arena, Hasher::Blake3).unwrap_err();
+            assert!(e.to_string().contains("past the largest segment"), "{e}");
+        }
+        let mut crafted = bytes.clone();
+        let count_at = at + 8 + 8 + 32;
+        crafted[count_at..count_at + 4].copy_from_slice(&(MAX_PAGE_ENTRIES as u32 + 1).to_le_bytes());
+        let e = CommitRecord::decode(&crafted, &arena, Hasher::Blake3).unwrap_err();
+        assert!(e.to_string().contains("more entries than a page holds"), "{e}");
 
         // The last usable segment id is accepted; the segment after it is an error, not an
         // overflow.

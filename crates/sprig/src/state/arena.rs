@@ -1,14 +1,21 @@
 //! The directory's node store: fixed-size node slots in growing buckets, addressed by 32-bit
 //! ids, shared by every version of one database's directory, each slot reference-counted.
 //!
-//! Three kinds of slot, so that no node carries what it can do without:
-//! - a page slot holds the page's trie node, location (a disk location, or the page held in
-//!   memory), checksum and entry count (56 bytes with its count of references);
-//! - a twig slot is a branch over two pages and holds only their ids (12 bytes): its trie node
-//!   is one hash of the two page nodes, computed when asked for. About half the branches of a
-//!   directory of hashed keys are twigs, and a commit asks for an unchanged twig's node at most
-//!   once per changed path beside it;
-//! - a branch slot holds its trie node and two child ids (44 bytes).
+//! Four kinds of slot, so that no node carries what it can do without:
+//! - a twig is a branch over two pages and holds both pages (100 bytes): each page's trie
+//!   node, location, checksum and entry count (48 bytes), and one count of references. Its own
+//!   trie node is one hash of the two page nodes, computed when asked for. Nine in ten pages of
+//!   a directory of hashed keys sit in twigs; a page in a twig has an id of its own (the twig's
+//!   index and side), and a reference to it is a reference to the twig;
+//! - a page slot holds a page whose sibling is not a page (52 bytes);
+//! - a low branch is a branch of height 2 or 3 over twigs and pages, or of height 1 over a page
+//!   and an empty region (12 bytes: its children and references). Its node is not stored
+//!   either: it takes at most 7 hashes, computed when asked for, and a commit asks for an
+//!   unchanged one's node at most once per changed path beside it;
+//! - a branch above those holds its trie node and two child ids (44 bytes).
+//!
+//! That is about 63 bytes per leaf page of a directory of hashed keys (the page node alone is
+//! 32), against the 64 the engine's memory bound allows.
 //!
 //! Nothing else is allocated per node: no per-node heap object, pointer or lock. Slots are
 //! never moved (buckets only grow), so a reader holding a version reads any node reachable
@@ -20,10 +27,13 @@
 //! the writes before the reads), and never change while the slot is in use, with one
 //! exception: a page held in memory is moved in place to where its commit wrote it
 //! ([`Arena::move_to_disk`]), so that the committed directory is the overlay's own. Readers of
-//! a page slot's location and checksum check a sequence word that every such move bumps, and
-//! read again if one ran meanwhile (a seqlock: moves are rare and short, reads many). Counts
-//! use release/acquire so that freeing a slot happens after every use of it.
+//! a page's location, checksum and entry count check a sequence word that every such move
+//! bumps, and read again if one ran meanwhile (a seqlock: moves are rare and short, reads
+//! many). Counts use release/acquire so that freeing a slot happens after every use of it.
 
+use crate::io::BLOCK_BYTES;
+use crate::options::MAX_SEGMENT_BYTES;
+use crate::state::page::MAX_PAGE_ENTRIES;
 use crate::state::page_ref::{MemoryPage, PageLoc, PageRef};
 use parking_lot::Mutex;
 use sprig_core::trie::{parent, parent_kind, Node, NodeKind, TERMINATOR};
@@ -31,16 +41,26 @@ use sprig_core::Hasher;
 use std::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
-/// The id of a node: its kind in the top two bits (branch, twig, page), its slot index in the
-/// rest; or the empty region.
+/// The id of a node: its kind in the top three bits, its slot index in the rest; or the empty
+/// region.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct NodeId(u32);
 
-const KIND_SHIFT: u32 = 30;
+const KIND_SHIFT: u32 = 29;
 const INDEX_MASK: u32 = (1 << KIND_SHIFT) - 1;
+/// A branch that stores its node.
 const BRANCH: u32 = 0;
+/// A twig: a branch over two pages, holding both.
 const TWIG: u32 = 1;
+/// A page in a slot of its own.
 const PAGE: u32 = 2;
+/// A page in a twig: index twice the twig's, plus one for the right side.
+const INLINE: u32 = 3;
+/// A low branch of height 1, 2 or 3: `LOW + height - 1`.
+const LOW: u32 = 4;
+/// The greatest height of a low branch: its node takes at most `2^LOW_HEIGHT - 1` hashes.
+const LOW_HEIGHT: u32 = 3;
+const LOW_LAST: u32 = LOW + LOW_HEIGHT - 1;
 
 /// What kind of slot an id names.
 enum Kind {
@@ -48,6 +68,10 @@ enum Kind {
     Branch(u32),
     Twig(u32),
     Page(u32),
+    /// The twig's index, and whether it is its right page.
+    Inline(u32, bool),
+    /// The slot index, and the branch's height.
+    Low(u32, u32),
 }
 
 impl NodeId {
@@ -61,13 +85,13 @@ impl NodeId {
 
     /// Whether this is a page.
     pub fn is_page(self) -> bool {
-        self.page_index().is_some()
+        matches!(self.kind(), Kind::Page(_) | Kind::Inline(..))
     }
 
     fn of(kind: u32, index: u32) -> NodeId {
         assert!(
             index <= INDEX_MASK,
-            "the directory holds 2^30 nodes of one kind"
+            "the directory holds 2^29 nodes of one kind"
         );
         NodeId(kind << KIND_SHIFT | index)
     }
@@ -79,15 +103,9 @@ impl NodeId {
             BRANCH => Kind::Branch(index),
             TWIG => Kind::Twig(index),
             PAGE => Kind::Page(index),
+            INLINE => Kind::Inline(index >> 1, index & 1 == 1),
+            k @ LOW..=LOW_LAST => Kind::Low(index, k - LOW + 1),
             _ => panic!("invariant broken: directory node id {:#x} of no kind", self.0),
-        }
-    }
-
-    /// The page slot index, if this is a page.
-    fn page_index(self) -> Option<u32> {
-        match self.kind() {
-            Kind::Page(i) => Some(i),
-            _ => None,
         }
     }
 }
@@ -97,8 +115,8 @@ const RELEASE_ROUND: usize = 64;
 
 /// The smallest bucket holds this many slots; bucket `b` holds `2^(b + FIRST_BUCKET_BITS)`.
 const FIRST_BUCKET_BITS: u32 = 10;
-/// Enough buckets for 2^31 slots (ids address 2^30 of each kind).
-const BUCKETS: usize = 22;
+/// Enough buckets for 2^30 slots (ids address 2^29 of each kind).
+const BUCKETS: usize = 21;
 
 /// Slots of one kind in buckets of doubling size, with a free list.
 struct Slots<const N: usize> {
@@ -141,14 +159,14 @@ impl<const N: usize> Slots<N> {
         }
     }
 
-    /// A free slot (its fields to be written by the caller).
-    fn alloc(&self) -> u32 {
+    /// A free slot (its fields to be written by the caller), at most `max`.
+    fn alloc(&self, max: u32) -> u32 {
         self.live.fetch_add(1, Ordering::Relaxed);
         if let Some(i) = self.free.lock().pop() {
             return i;
         }
         let i = self.next.fetch_add(1, Ordering::Relaxed);
-        assert!(i <= INDEX_MASK, "the directory holds 2^30 nodes of one kind");
+        assert!(i <= max, "the directory holds {max} + 1 nodes of one kind");
         let (bucket, _) = position(i);
         if let Some(b) = self.buckets.get(bucket) {
             // Zeroed by the allocator: the operating system maps a big bucket's pages only as
@@ -165,86 +183,160 @@ impl<const N: usize> Slots<N> {
         self.live.fetch_sub(1, Ordering::Relaxed);
         self.free.lock().push(i);
     }
+}
 
-    fn load(&self, i: u32, field: usize) -> u32 {
-        self.get(i)[field].load(Ordering::Relaxed)
-    }
-
-    fn store(&self, i: u32, field: usize, v: u32) {
-        self.get(i)[field].store(v, Ordering::Relaxed);
-    }
-
-    fn load_node(&self, i: u32) -> Node {
-        let slot = self.get(i);
-        let mut node = [0u8; 32];
-        for (chunk, word) in node.chunks_exact_mut(4).zip(slot.iter()) {
-            chunk.copy_from_slice(&word.load(Ordering::Relaxed).to_le_bytes());
-        }
-        node
-    }
-
-    fn store_node(&self, i: u32, node: &Node) {
-        let slot = self.get(i);
-        for (chunk, word) in node.chunks_exact(4).zip(slot.iter()) {
-            let mut b = [0u8; 4];
-            b.copy_from_slice(chunk);
-            word.store(u32::from_le_bytes(b), Ordering::Relaxed);
-        }
-    }
-
-    fn load_u64(&self, i: u32, field: usize) -> u64 {
-        u64::from(self.load(i, field)) | (u64::from(self.load(i, field + 1)) << 32)
-    }
-
-    fn store_u64(&self, i: u32, field: usize, v: u64) {
-        self.store(i, field, v as u32);
-        self.store(i, field + 1, (v >> 32) as u32);
+fn load(words: &[AtomicU32], at: usize) -> u32 {
+    match words.get(at) {
+        Some(w) => w.load(Ordering::Relaxed),
+        None => panic!("invariant broken: directory slot field {at} past its slot"),
     }
 }
 
-/// Prefetch the cache lines of one slot (its first and last word: a slot of up to 56 bytes
-/// spans at most two lines). A hint only: nothing is read, and it never faults.
-fn prefetch_slot<const N: usize>(slot: &[AtomicU32; N]) {
+fn store(words: &[AtomicU32], at: usize, v: u32) {
+    match words.get(at) {
+        Some(w) => w.store(v, Ordering::Relaxed),
+        None => panic!("invariant broken: directory slot field {at} past its slot"),
+    }
+}
+
+/// The trie node in the first eight words of `words`.
+fn load_node(words: &[AtomicU32]) -> Node {
+    let mut node = [0u8; 32];
+    for (chunk, word) in node.chunks_exact_mut(4).zip(words.iter()) {
+        chunk.copy_from_slice(&word.load(Ordering::Relaxed).to_le_bytes());
+    }
+    node
+}
+
+fn store_node(words: &[AtomicU32], node: &Node) {
+    for (chunk, word) in node.chunks_exact(4).zip(words.iter()) {
+        let mut b = [0u8; 4];
+        b.copy_from_slice(chunk);
+        word.store(u32::from_le_bytes(b), Ordering::Relaxed);
+    }
+}
+
+fn load_u64(words: &[AtomicU32], at: usize) -> u64 {
+    u64::from(load(words, at)) | (u64::from(load(words, at + 1)) << 32)
+}
+
+fn store_u64(words: &[AtomicU32], at: usize, v: u64) {
+    store(words, at, v as u32);
+    store(words, at + 1, (v >> 32) as u32);
+}
+
+/// Prefetch the cache lines of `words` (one slot, or one page of a twig). A hint only:
+/// nothing is read, and it never faults.
+fn prefetch_words(words: &[AtomicU32]) {
     #[cfg(target_arch = "x86_64")]
     {
         use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-        let first = slot.as_ptr();
-        let last = first.wrapping_add(N.saturating_sub(1));
-        // SAFETY: a prefetch is a hint that reads no memory and cannot fault, whatever the
-        // address; SSE, which it needs, is part of every x86-64 CPU.
-        unsafe {
-            _mm_prefetch::<_MM_HINT_T0>(first.cast::<i8>());
-            _mm_prefetch::<_MM_HINT_T0>(last.cast::<i8>());
+        let first = words.as_ptr();
+        // Every 64 bytes from the first word, and the last: each line the words span.
+        for at in (0..words.len()).step_by(16).chain([words.len().saturating_sub(1)]) {
+            // SAFETY: a prefetch is a hint that reads no memory and cannot fault, whatever
+            // the address; SSE, which it needs, is part of every x86-64 CPU.
+            unsafe { _mm_prefetch::<_MM_HINT_T0>(first.wrapping_add(at).cast::<i8>()) };
         }
     }
     #[cfg(not(target_arch = "x86_64"))]
-    let _ = slot;
+    let _ = words;
 }
 
+// A page's fields (in a page slot, or either half of a twig): node (8 words), stored location
+// (2), checksum word (2). See `PageWords`.
+const PF_LOC: usize = 8;
+const PF_SUM: usize = 10;
+const PAGE_FIELDS: usize = 12;
 // Branch slot fields: node (8 words), left, right, count of references.
 const B_LEFT: usize = 8;
 const B_RIGHT: usize = 9;
 const B_REFS: usize = 10;
 const BRANCH_WORDS: usize = 11;
+// Low branch slot fields: left, right, count of references.
+const L_LEFT: usize = 0;
+const L_RIGHT: usize = 1;
+const L_REFS: usize = 2;
+const LOW_WORDS: usize = 3;
+// Page slot fields: the page, count of references.
+const P_REFS: usize = PAGE_FIELDS;
+const PAGE_WORDS: usize = PAGE_FIELDS + 1;
 // Twig slot fields: left page, right page, count of references.
-const T_LEFT: usize = 0;
-const T_RIGHT: usize = 1;
-const T_REFS: usize = 2;
-const TWIG_WORDS: usize = 3;
-// Page slot fields: node (8 words), location (2), checksum (2), entry count, references. The
-// location is a disk location (segment id, never 0, in the high word) or, with a high word of
-// 0, the in-memory page: its index in the arena's page slab plus one.
-const P_LOC: usize = 8;
-const P_CHECKSUM: usize = 10;
-const P_COUNT: usize = 12;
-const P_REFS: usize = 13;
-const PAGE_WORDS: usize = 14;
+const T_REFS: usize = 2 * PAGE_FIELDS;
+const TWIG_WORDS: usize = 2 * PAGE_FIELDS + 1;
 
-/// The slab index of the in-memory page a page slot's stored location names (segment 0, which
-/// no disk location uses), or none for a disk location. A stored 0 gives an index past any
-/// slab: no page, as for a freed entry.
-fn slab_index(stored: u64) -> Option<usize> {
-    (stored >> 32 == 0).then(|| (stored as usize).wrapping_sub(1))
+/// Bits of the block index in a stored disk location: segments hold at most 2^22 blocks.
+const LOC_BLOCK_BITS: u32 = 22;
+/// Bits of the entry count, above the block index in a stored disk location.
+const COUNT_BITS: u32 = 10;
+const COUNT_MASK: u64 = (1 << COUNT_BITS) - 1;
+const _: () = assert!(MAX_SEGMENT_BYTES / BLOCK_BYTES as u64 <= 1 << LOC_BLOCK_BITS);
+const _: () = assert!((MAX_PAGE_ENTRIES as u64) <= COUNT_MASK);
+const _: () = assert!(LOC_BLOCK_BITS + COUNT_BITS == 32);
+
+/// A page's location, checksum and entry count as stored in two 64-bit words:
+/// - on disk: the location (segment id, never 0, in the high 32 bits) with the entry count in
+///   the bits of the block index no segment uses, and the checksum;
+/// - in memory (segment 0): the page's index in the arena's slab plus one, and the entry
+///   count in place of the checksum (always 0 for a page in memory).
+#[derive(Clone, Copy)]
+struct PageWords {
+    loc: u64,
+    sum: u64,
+}
+
+impl PageWords {
+    fn disk(loc: u64, checksum: u64, count: u32) -> PageWords {
+        assert!(
+            loc >> 32 != 0,
+            "invariant broken: a page location in segment 0 (ids start at 1)"
+        );
+        assert!(
+            loc as u32 >> LOC_BLOCK_BITS == 0,
+            "invariant broken: a page location past the largest segment"
+        );
+        PageWords {
+            loc: loc | (u64::from(count) & COUNT_MASK) << LOC_BLOCK_BITS,
+            sum: checksum,
+        }
+    }
+
+    fn memory(slab: u32, count: u32) -> PageWords {
+        PageWords {
+            loc: u64::from(slab),
+            sum: u64::from(count),
+        }
+    }
+
+    /// The slab index of a page in memory, or none for one on disk. A stored 0 gives an index
+    /// past any slab: no page, as for a freed entry.
+    fn slab_index(self) -> Option<usize> {
+        (self.loc >> 32 == 0).then(|| (self.loc as usize).wrapping_sub(1))
+    }
+
+    /// (disk location, checksum), if on disk.
+    fn on_disk(self) -> Option<(u64, u64)> {
+        (self.loc >> 32 != 0).then_some((self.loc & !(COUNT_MASK << LOC_BLOCK_BITS), self.sum))
+    }
+
+    fn count(self) -> u32 {
+        match self.on_disk() {
+            Some(_) => (self.loc >> LOC_BLOCK_BITS & COUNT_MASK) as u32,
+            None => self.sum as u32,
+        }
+    }
+
+    fn load(words: &[AtomicU32]) -> PageWords {
+        PageWords {
+            loc: load_u64(words, PF_LOC),
+            sum: load_u64(words, PF_SUM),
+        }
+    }
+
+    fn store(self, words: &[AtomicU32]) {
+        store_u64(words, PF_SUM, self.sum);
+        store_u64(words, PF_LOC, self.loc);
+    }
 }
 
 /// What a node is.
@@ -261,9 +353,10 @@ pub enum Slot {
 /// The node store of one database.
 pub struct Arena {
     branches: Slots<BRANCH_WORDS>,
+    lows: Slots<LOW_WORDS>,
     twigs: Slots<TWIG_WORDS>,
     pages: Slots<PAGE_WORDS>,
-    /// The hasher of twig nodes: set by the first branch, the same for every later one.
+    /// The hasher of unstored nodes: set by the first branch, the same for every later one.
     hasher: OnceLock<Hasher>,
     /// In-memory pages of overlays, referenced by page slots.
     memory: Mutex<MemoryPages>,
@@ -279,10 +372,40 @@ struct MemoryPages {
     free: Vec<u32>,
 }
 
+impl MemoryPages {
+    /// A slab entry for `page` (as stored: index plus one).
+    fn hold(&mut self, page: Arc<MemoryPage>) -> u32 {
+        match self.free.pop() {
+            Some(m) => {
+                match self.pages.get_mut(m as usize - 1) {
+                    Some(slot) => *slot = Some(page),
+                    None => panic!("invariant broken: free slab entry {m} out of range"),
+                }
+                m
+            }
+            None => {
+                self.pages.push(Some(page));
+                u32::try_from(self.pages.len()).unwrap_or_else(|_| panic!("2^32 in-memory pages"))
+            }
+        }
+    }
+
+    /// Free the slab entry of a page with stored `words`, if it is in memory.
+    fn let_go(&mut self, words: PageWords) {
+        if let Some(m) = words.slab_index() {
+            if let Some(slot) = self.pages.get_mut(m) {
+                *slot = None;
+                self.free.push(words.loc as u32);
+            }
+        }
+    }
+}
+
 impl std::fmt::Debug for Arena {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Arena")
             .field("branches", &self.branches.live.load(Ordering::Relaxed))
+            .field("lows", &self.lows.live.load(Ordering::Relaxed))
             .field("twigs", &self.twigs.live.load(Ordering::Relaxed))
             .field("pages", &self.pages.live.load(Ordering::Relaxed))
             .finish()
@@ -294,6 +417,7 @@ impl Arena {
     pub fn new() -> Arc<Arena> {
         Arc::new(Arena {
             branches: Slots::new(),
+            lows: Slots::new(),
             twigs: Slots::new(),
             pages: Slots::new(),
             hasher: OnceLock::new(),
@@ -302,11 +426,14 @@ impl Arena {
         })
     }
 
-    /// Live (branches, pages): what the directory holds in memory (twigs count as branches).
+    /// Live (branches, pages): what the directory holds in memory (twigs and low branches
+    /// count as branches, and a twig's pages as pages).
     pub fn live(&self) -> (u64, u64) {
+        let live = |l: &AtomicU64| l.load(Ordering::Relaxed);
+        let twigs = live(&self.twigs.live);
         (
-            self.branches.live.load(Ordering::Relaxed) + self.twigs.live.load(Ordering::Relaxed),
-            self.pages.live.load(Ordering::Relaxed),
+            live(&self.branches.live) + live(&self.lows.live) + twigs,
+            live(&self.pages.live) + 2 * twigs,
         )
     }
 
@@ -314,6 +441,7 @@ impl Arena {
     pub fn live_bytes(&self) -> u64 {
         let bytes = |live: &AtomicU64, words: usize| live.load(Ordering::Relaxed) * words as u64 * 4;
         bytes(&self.branches.live, BRANCH_WORDS)
+            + bytes(&self.lows.live, LOW_WORDS)
             + bytes(&self.twigs.live, TWIG_WORDS)
             + bytes(&self.pages.live, PAGE_WORDS)
     }
@@ -323,72 +451,89 @@ impl Arena {
     pub fn slot_bytes(&self) -> u64 {
         let bytes = |next: &AtomicU32, words: usize| u64::from(next.load(Ordering::Relaxed)) * words as u64 * 4;
         bytes(&self.branches.next, BRANCH_WORDS)
+            + bytes(&self.lows.next, LOW_WORDS)
             + bytes(&self.twigs.next, TWIG_WORDS)
             + bytes(&self.pages.next, PAGE_WORDS)
     }
 
-    /// The trie node of `id` (a twig's is hashed here: one hash).
+    fn hasher(&self) -> Hasher {
+        match self.hasher.get() {
+            Some(&h) => h,
+            None => panic!("invariant broken: an unstored node in a store that never made a branch"),
+        }
+    }
+
+    /// The trie node of `id` (a twig's and a low branch's are hashed here: at most
+    /// `2^LOW_HEIGHT - 1` hashes).
     pub fn node(&self, id: NodeId) -> Node {
         match id.kind() {
             Kind::Empty => TERMINATOR,
-            Kind::Page(i) => self.pages.load_node(i),
-            Kind::Branch(i) => self.branches.load_node(i),
-            Kind::Twig(i) => {
-                let Some(&hasher) = self.hasher.get() else {
-                    panic!("invariant broken: a twig in a store that never made a branch");
+            Kind::Branch(i) => load_node(self.branches.get(i)),
+            Kind::Page(_) | Kind::Inline(..) => load_node(self.page_fields(id)),
+            Kind::Twig(_) | Kind::Low(..) => {
+                let hasher = self.hasher();
+                let Some((l, r)) = self.children(id) else {
+                    panic!("invariant broken: a branch without children");
                 };
-                let (l, r) = self.twig_children(i);
                 parent(hasher, &self.node(l), &self.node(r))
             }
         }
     }
 
-    /// The stored trie node of `id` if it is a branch (not a twig, whose node is not stored).
+    /// The stored trie node of `id` if it is a branch that stores it.
     pub fn branch_node(&self, id: NodeId) -> Option<Node> {
         match id.kind() {
-            Kind::Branch(i) => Some(self.branches.load_node(i)),
-            Kind::Empty | Kind::Twig(_) | Kind::Page(_) => None,
+            Kind::Branch(i) => Some(load_node(self.branches.get(i))),
+            _ => None,
         }
     }
 
-    /// The kind of `id`'s trie node, without hashing a twig's.
+    /// The kind of `id`'s trie node, without hashing an unstored one.
     pub fn node_kind(&self, id: NodeId) -> NodeKind {
-        match id.kind() {
-            Kind::Twig(i) => {
-                let (l, r) = self.twig_children(i);
+        match (id.kind(), self.children(id)) {
+            (Kind::Twig(_) | Kind::Low(..), Some((l, r))) => {
                 parent_kind(self.node_kind(l), self.node_kind(r))
             }
             _ => Hasher::node_kind(&self.node(id)),
         }
     }
 
-    fn twig_children(&self, i: u32) -> (NodeId, NodeId) {
-        (
-            NodeId(self.twigs.load(i, T_LEFT)),
-            NodeId(self.twigs.load(i, T_RIGHT)),
-        )
+    /// The height of `id` as far as low branches go: 0 for a page or an empty region, more
+    /// than [`LOW_HEIGHT`] for a branch that stores its node.
+    fn height(&self, id: NodeId) -> u32 {
+        match id.kind() {
+            Kind::Empty | Kind::Page(_) | Kind::Inline(..) => 0,
+            Kind::Twig(_) => 1,
+            Kind::Low(_, h) => h,
+            Kind::Branch(_) => LOW_HEIGHT + 1,
+        }
     }
 
-    fn branch_children(&self, i: u32) -> (NodeId, NodeId) {
-        (
-            NodeId(self.branches.load(i, B_LEFT)),
-            NodeId(self.branches.load(i, B_RIGHT)),
-        )
+    /// The fields of page `id` (its own slot's, or its half of a twig's).
+    fn page_fields(&self, id: NodeId) -> &[AtomicU32] {
+        let fields = match id.kind() {
+            Kind::Page(i) => self.pages.get(i).get(..PAGE_FIELDS),
+            Kind::Inline(t, right) => {
+                let at = usize::from(right) * PAGE_FIELDS;
+                self.twigs.get(t).get(at..at + PAGE_FIELDS)
+            }
+            _ => None,
+        };
+        match fields {
+            Some(f) => f,
+            None => panic!("invariant broken: directory node {:#x} is not a page", id.0),
+        }
     }
 
     /// What `id` is.
     pub fn slot(&self, id: NodeId) -> Slot {
         match id.kind() {
             Kind::Empty => Slot::Empty,
-            Kind::Page(i) => Slot::Page(self.page_ref(i)),
-            Kind::Branch(i) => {
-                let (l, r) = self.branch_children(i);
-                Slot::Branch(l, r)
-            }
-            Kind::Twig(i) => {
-                let (l, r) = self.twig_children(i);
-                Slot::Branch(l, r)
-            }
+            Kind::Page(_) | Kind::Inline(..) => Slot::Page(self.page_ref(id)),
+            Kind::Branch(_) | Kind::Low(..) | Kind::Twig(_) => match self.children(id) {
+                Some((l, r)) => Slot::Branch(l, r),
+                None => panic!("invariant broken: a branch without children"),
+            },
         }
     }
 
@@ -398,70 +543,94 @@ impl Arena {
     pub fn prefetch(&self, id: NodeId) {
         match id.kind() {
             Kind::Empty => {}
-            Kind::Branch(i) => prefetch_slot(self.branches.get(i)),
-            Kind::Twig(i) => prefetch_slot(self.twigs.get(i)),
-            Kind::Page(i) => prefetch_slot(self.pages.get(i)),
+            Kind::Branch(i) => prefetch_words(self.branches.get(i)),
+            Kind::Low(i, _) => prefetch_words(self.lows.get(i)),
+            Kind::Twig(t) => prefetch_words(self.twigs.get(t)),
+            Kind::Page(_) | Kind::Inline(..) => prefetch_words(self.page_fields(id)),
         }
     }
 
     /// The children of a branch, if `id` is one.
     pub fn children(&self, id: NodeId) -> Option<(NodeId, NodeId)> {
         match id.kind() {
-            Kind::Branch(i) => Some(self.branch_children(i)),
-            Kind::Twig(i) => Some(self.twig_children(i)),
-            Kind::Empty | Kind::Page(_) => None,
+            Kind::Branch(i) => {
+                let s = self.branches.get(i);
+                Some((NodeId(load(s, B_LEFT)), NodeId(load(s, B_RIGHT))))
+            }
+            Kind::Low(i, _) => {
+                let s = self.lows.get(i);
+                Some((NodeId(load(s, L_LEFT)), NodeId(load(s, L_RIGHT))))
+            }
+            Kind::Twig(t) => Some((NodeId::of(INLINE, 2 * t), NodeId::of(INLINE, 2 * t + 1))),
+            Kind::Empty | Kind::Page(_) | Kind::Inline(..) => None,
         }
     }
 
     /// The entry count of a page, if `id` is one.
     pub fn page_count(&self, id: NodeId) -> Option<u32> {
-        id.page_index().map(|i| self.pages.load(i, P_COUNT))
+        id.is_page()
+            .then(|| self.read_moving(self.page_fields(id), |w| Some(w.count())))
     }
 
-    /// Page slot `i` as a reference: its location and checksum read consistently with any
-    /// move of the page to disk running meanwhile (read again if one did).
-    fn page_ref(&self, i: u32) -> PageRef {
+    /// `f` of the stored location words of a page with `fields`, read consistently with any
+    /// move of pages to disk running meanwhile: read again if one ran, or if `f` found the
+    /// words inconsistent (none: a slab entry a move freed).
+    fn read_moving<T>(&self, fields: &[AtomicU32], f: impl Fn(PageWords) -> Option<T>) -> T {
         loop {
             let before = self.moves.load(Ordering::Acquire);
             if before & 1 == 1 {
                 std::hint::spin_loop();
                 continue;
             }
-            let stored = self.pages.load_u64(i, P_LOC);
-            let checksum = self.pages.load_u64(i, P_CHECKSUM);
-            let loc = match slab_index(stored) {
-                None => Some(PageLoc::Disk(stored)),
-                Some(m) => self
-                    .memory
-                    .lock()
-                    .pages
-                    .get(m)
-                    .and_then(Option::as_ref)
-                    .map(|page| PageLoc::Memory(page.clone())),
-            };
+            let got = f(PageWords::load(fields));
             // Order the reads above before the second look at the sequence word.
             fence(Ordering::Acquire);
             if self.moves.load(Ordering::Relaxed) != before {
                 continue;
             }
-            let Some(loc) = loc else {
-                panic!("invariant broken: in-memory page {stored} of a live slot is gone");
+            match got {
+                Some(t) => return t,
+                None => panic!("invariant broken: in-memory page of a live slot is gone"),
+            }
+        }
+    }
+
+    /// Page `id` as a reference: its location, checksum and count read consistently with any
+    /// move of the page to disk running meanwhile (read again if one did).
+    ///
+    /// A page in memory whose commit is durable is on disk where that commit wrote it, also
+    /// when this slot was not moved there: a copy of it in a twig another overlay made (a
+    /// commit moves the pages of its own directory only).
+    fn page_ref(&self, id: NodeId) -> PageRef {
+        let fields = self.page_fields(id);
+        let (loc, checksum, count) = self.read_moving(fields, |w| {
+            let (loc, checksum) = match (w.on_disk(), w.slab_index()) {
+                (Some((l, sum)), _) => (PageLoc::Disk(l), sum),
+                (None, Some(m)) => {
+                    let page = self.memory.lock().pages.get(m)?.as_ref()?.clone();
+                    match page.written() {
+                        Some((l, sum)) => (PageLoc::Disk(l), sum),
+                        None => (PageLoc::Memory(page), 0),
+                    }
+                }
+                (None, None) => return None,
             };
-            return PageRef {
-                loc,
-                checksum,
-                node: self.pages.load_node(i),
-                count: self.pages.load(i, P_COUNT),
-            };
+            Some((loc, checksum, w.count()))
+        });
+        PageRef {
+            loc,
+            checksum,
+            node: load_node(fields),
+            count,
         }
     }
 
     /// Move pages held in memory to where their commit wrote them: each `(id, location,
-    /// checksum)` names a page slot that holds an in-memory page, which from now on every
-    /// version sharing the slot reads at `location` (the same page, its value pointers
-    /// resolved). The slab entries of the in-memory pages are freed; holders of a
-    /// [`PageRef`] taken before keep the page through its [`MemoryPage`]. Readers that race
-    /// with the move read the slot again (see `Arena::page_ref`).
+    /// checksum)` names a page that is held in memory, which from now on every version sharing
+    /// its slot reads at `location` (the same page, its value pointers resolved). The slab
+    /// entries of the in-memory pages are freed; holders of a [`PageRef`] taken before keep
+    /// the page through its [`MemoryPage`]. Readers that race with the move read the slot
+    /// again (see `Arena::read_moving`).
     pub fn move_to_disk(&self, moves: &[(NodeId, u64, u64)]) {
         if moves.is_empty() {
             return;
@@ -482,65 +651,53 @@ impl Arena {
         }
         let _done = Done(&self.moves, seq.wrapping_add(2));
         for &(id, loc, checksum) in moves {
-            let Some(i) = id.page_index() else {
+            if !id.is_page() {
                 panic!("invariant broken: moving directory node {:#x}, not a page", id.0);
-            };
-            assert!(
-                loc >> 32 != 0,
-                "invariant broken: a page moved to segment 0 (ids start at 1)"
-            );
-            let stored = self.pages.load_u64(i, P_LOC);
-            match slab_index(stored).and_then(|m| memory.pages.get_mut(m)) {
-                Some(slot @ Some(_)) => *slot = None,
-                _ => panic!("invariant broken: moving page slot {i}, which holds no in-memory page"),
             }
-            memory.free.push(stored as u32);
-            self.pages.store_u64(i, P_CHECKSUM, checksum);
-            self.pages.store_u64(i, P_LOC, loc);
+            let fields = self.page_fields(id);
+            let stored = PageWords::load(fields);
+            match stored.slab_index().and_then(|m| memory.pages.get(m)) {
+                Some(Some(_)) => memory.let_go(stored),
+                _ => panic!("invariant broken: moving page {:#x}, which holds no in-memory page", id.0),
+            }
+            PageWords::disk(loc, checksum, stored.count()).store(fields);
         }
+    }
+
+    /// Write page `r` into `fields` (a new slot's, not yet handed out).
+    fn write_page(&self, fields: &[AtomicU32], r: &PageRef) {
+        assert!(
+            r.count as usize <= MAX_PAGE_ENTRIES,
+            "invariant broken: a page of {} entries",
+            r.count
+        );
+        let words = match &r.loc {
+            PageLoc::Disk(l) => PageWords::disk(*l, r.checksum, r.count),
+            PageLoc::Memory(page) => {
+                assert!(
+                    r.checksum == 0,
+                    "invariant broken: a page in memory with a checksum"
+                );
+                PageWords::memory(self.memory.lock().hold(page.clone()), r.count)
+            }
+        };
+        store_node(fields, &r.node);
+        words.store(fields);
     }
 
     /// A new page node (one reference, the caller's).
     pub fn new_page(&self, r: &PageRef) -> NodeId {
-        let loc = match &r.loc {
-            PageLoc::Disk(l) => {
-                assert!(
-                    l >> 32 != 0,
-                    "invariant broken: a page location in segment 0 (ids start at 1)"
-                );
-                *l
-            }
-            PageLoc::Memory(page) => {
-                let mut memory = self.memory.lock();
-                let m = match memory.free.pop() {
-                    Some(m) => {
-                        match memory.pages.get_mut(m as usize - 1) {
-                            Some(slot) => *slot = Some(page.clone()),
-                            None => panic!("invariant broken: free slab entry {m} out of range"),
-                        }
-                        m
-                    }
-                    None => {
-                        memory.pages.push(Some(page.clone()));
-                        u32::try_from(memory.pages.len())
-                            .unwrap_or_else(|_| panic!("2^32 in-memory pages"))
-                    }
-                };
-                u64::from(m)
-            }
-        };
-        let i = self.pages.alloc();
-        self.pages.store_node(i, &r.node);
-        self.pages.store_u64(i, P_LOC, loc);
-        self.pages.store_u64(i, P_CHECKSUM, r.checksum);
-        self.pages.store(i, P_COUNT, r.count);
-        self.pages.get(i)[P_REFS].store(1, Ordering::Relaxed);
+        let i = self.pages.alloc(INDEX_MASK);
+        let slot = self.pages.get(i);
+        self.write_page(&slot[..PAGE_FIELDS], r);
+        slot[P_REFS].store(1, Ordering::Relaxed);
         NodeId::of(PAGE, i)
     }
 
     /// A new branch node over `left` and `right`, taking over the caller's references to them
-    /// (one reference to the branch, the caller's). Over two pages it is a twig, whose node is
-    /// not stored; otherwise its node is hashed here.
+    /// (one reference to the branch, the caller's). Over two pages it is a twig, which holds
+    /// them; low in the tree it is a low branch; in both its node is not stored. Otherwise its
+    /// node is hashed here.
     pub fn new_branch(&self, hasher: Hasher, left: NodeId, right: NodeId) -> NodeId {
         self.new_branch_known(hasher, left, right, None)
     }
@@ -559,12 +716,17 @@ impl Arena {
             set == hasher,
             "invariant broken: one directory store with two hashers"
         );
-        if left.page_index().is_some() && right.page_index().is_some() {
-            let i = self.twigs.alloc();
-            self.twigs.store(i, T_LEFT, left.0);
-            self.twigs.store(i, T_RIGHT, right.0);
-            self.twigs.get(i)[T_REFS].store(1, Ordering::Relaxed);
-            return NodeId::of(TWIG, i);
+        if left.is_page() && right.is_page() {
+            return self.new_twig(left, right);
+        }
+        let height = 1 + self.height(left).max(self.height(right));
+        if height <= LOW_HEIGHT {
+            let i = self.lows.alloc(INDEX_MASK);
+            let s = self.lows.get(i);
+            store(s, L_LEFT, left.0);
+            store(s, L_RIGHT, right.0);
+            s[L_REFS].store(1, Ordering::Relaxed);
+            return NodeId::of(LOW + height - 1, i);
         }
         let node = match known {
             Some(node) => {
@@ -577,19 +739,55 @@ impl Arena {
             }
             None => parent(hasher, &self.node(left), &self.node(right)),
         };
-        let i = self.branches.alloc();
-        self.branches.store_node(i, &node);
-        self.branches.store(i, B_LEFT, left.0);
-        self.branches.store(i, B_RIGHT, right.0);
-        self.branches.get(i)[B_REFS].store(1, Ordering::Relaxed);
+        let i = self.branches.alloc(INDEX_MASK);
+        let s = self.branches.get(i);
+        store_node(s, &node);
+        store(s, B_LEFT, left.0);
+        store(s, B_RIGHT, right.0);
+        s[B_REFS].store(1, Ordering::Relaxed);
         NodeId::of(BRANCH, i)
+    }
+
+    /// A twig over pages `left` and `right`, taking over the caller's references to them. The
+    /// two pages of one twig, in its order, are that twig; others are copied into a new one.
+    fn new_twig(&self, left: NodeId, right: NodeId) -> NodeId {
+        if let (Kind::Inline(a, false), Kind::Inline(b, true)) = (left.kind(), right.kind()) {
+            if a == b {
+                // Two references to the twig become one.
+                self.release(right);
+                return NodeId::of(TWIG, a);
+            }
+        }
+        let t = self.twigs.alloc(INDEX_MASK >> 1);
+        let slot = self.twigs.get(t);
+        for (side, page) in [left, right].into_iter().enumerate() {
+            let at = side * PAGE_FIELDS;
+            let to = &slot[at..at + PAGE_FIELDS];
+            match page.kind() {
+                // A page slot only the caller holds (a page just built) moves into the twig
+                // whole, its slab entry with it: no other reference can see it go.
+                Kind::Page(i) if self.pages.get(i)[P_REFS].load(Ordering::Acquire) == 1 => {
+                    for (to, from) in to.iter().zip(self.pages.get(i).iter()) {
+                        to.store(from.load(Ordering::Relaxed), Ordering::Relaxed);
+                    }
+                    self.pages.release(i);
+                }
+                _ => {
+                    self.write_page(to, &self.page_ref(page));
+                    self.release(page);
+                }
+            }
+        }
+        slot[T_REFS].store(1, Ordering::Relaxed);
+        NodeId::of(TWIG, t)
     }
 
     fn refs(&self, id: NodeId) -> Option<&AtomicU32> {
         match id.kind() {
             Kind::Empty => None,
             Kind::Page(i) => Some(&self.pages.get(i)[P_REFS]),
-            Kind::Twig(i) => Some(&self.twigs.get(i)[T_REFS]),
+            Kind::Twig(t) | Kind::Inline(t, _) => Some(&self.twigs.get(t)[T_REFS]),
+            Kind::Low(i, _) => Some(&self.lows.get(i)[L_REFS]),
             Kind::Branch(i) => Some(&self.branches.get(i)[B_REFS]),
         }
     }
@@ -633,25 +831,32 @@ impl Arena {
                 match id.kind() {
                     Kind::Empty => {}
                     Kind::Page(i) => {
-                        let loc = self.pages.load_u64(i, P_LOC);
-                        if let Some(m) = slab_index(loc) {
-                            let mut memory = self.memory.lock();
-                            if let Some(slot) = memory.pages.get_mut(m) {
-                                *slot = None;
-                                memory.free.push(loc as u32);
-                            }
+                        let words = PageWords::load(&self.pages.get(i)[..PAGE_FIELDS]);
+                        if words.slab_index().is_some() {
+                            self.memory.lock().let_go(words);
                         }
                         self.pages.release(i);
                     }
-                    Kind::Twig(i) => {
-                        let (l, r) = self.twig_children(i);
-                        self.twigs.release(i);
-                        children.extend([l, r]);
+                    // The last reference to a page of a twig was the last to the twig.
+                    Kind::Twig(t) | Kind::Inline(t, _) => {
+                        let slot = self.twigs.get(t);
+                        let (l, r) = (PageWords::load(slot), PageWords::load(&slot[PAGE_FIELDS..]));
+                        if l.slab_index().is_some() || r.slab_index().is_some() {
+                            let mut memory = self.memory.lock();
+                            memory.let_go(l);
+                            memory.let_go(r);
+                        }
+                        self.twigs.release(t);
                     }
-                    Kind::Branch(i) => {
-                        let (l, r) = self.branch_children(i);
-                        self.branches.release(i);
-                        children.extend([l, r]);
+                    Kind::Low(..) | Kind::Branch(_) => {
+                        if let Some((l, r)) = self.children(id) {
+                            children.extend([l, r]);
+                        }
+                        match id.kind() {
+                            Kind::Low(i, _) => self.lows.release(i),
+                            Kind::Branch(i) => self.branches.release(i),
+                            _ => {}
+                        }
                     }
                 }
             }
@@ -697,18 +902,18 @@ mod tests {
     #[cfg(target_os = "linux")]
     #[test]
     fn a_new_bucket_takes_ram_only_as_slots_are_written() {
-        let slots = Slots::<PAGE_WORDS>::new();
-        // The first slot of the 2^24-slot bucket (896 MiB of page slots: far more than the
+        let slots = Slots::<TWIG_WORDS>::new();
+        // The first slot of the 2^23-slot bucket (800 MiB of twig slots: far more than the
         // other tests running beside this one allocate).
-        let first = (1u32 << 24) - (1 << FIRST_BUCKET_BITS);
-        assert_eq!(position(first), (14, 0));
+        let first = (1u32 << 23) - (1 << FIRST_BUCKET_BITS);
+        assert_eq!(position(first), (13, 0));
         slots.next.store(first, Ordering::Relaxed);
         let before = rss_kib();
-        let i = slots.alloc();
-        slots.store(i, P_COUNT, 5);
+        let i = slots.alloc(INDEX_MASK);
+        store(slots.get(i), T_REFS, 5);
         let grown = rss_kib().saturating_sub(before);
-        assert_eq!(slots.load(i, P_COUNT), 5);
-        let bucket_kib = (1u64 << 24) * PAGE_WORDS as u64 * 4 / 1024;
+        assert_eq!(load(slots.get(i), T_REFS), 5);
+        let bucket_kib = (1u64 << 23) * TWIG_WORDS as u64 * 4 / 1024;
         assert!(
             grown < bucket_kib / 4,
             "one slot written made {grown} KiB resident (the bucket is {bucket_kib} KiB)"
@@ -724,67 +929,190 @@ mod tests {
         }
     }
 
+    fn same_page(a: &PageRef, b: &PageRef) -> bool {
+        let loc = |r: &PageRef| match &r.loc {
+            PageLoc::Disk(l) => Some(*l),
+            PageLoc::Memory(_) => None,
+        };
+        (loc(a), a.checksum, a.node, a.count) == (loc(b), b.checksum, b.node, b.count)
+    }
+
     #[test]
     fn nodes_are_freed_with_their_last_reference_and_reused() {
         let h = Hasher::Blake3;
         let a = Arena::new();
-        let l = a.new_page(&page(1));
-        let r = a.new_page(&page(2));
-        let b = a.new_branch(h, l, r);
+        let b = a.new_branch(h, a.new_page(&page(1)), a.new_page(&page(2)));
+        // The two page slots went into the twig.
         assert_eq!(a.live(), (1, 2));
+        assert_eq!(a.pages.live.load(Ordering::Relaxed), 0);
         // A second version shares the left page under a new branch.
-        let r2 = a.new_page(&page(3));
-        let b2 = a.new_branch(h, a.share(l), r2);
-        assert_eq!(a.live(), (2, 3));
+        let (l, _) = a.children(b).unwrap();
+        let b2 = a.new_branch(h, a.share(l), a.new_page(&page(3)));
+        assert_eq!(a.live(), (2, 4));
         a.release(b);
-        assert_eq!(a.live(), (1, 2), "the shared page stays");
-        assert!(matches!(a.slot(l), Slot::Page(p) if p.node == [1; 32]));
+        assert_eq!(a.live(), (1, 2));
+        let (l2, r2) = a.children(b2).unwrap();
+        assert!(matches!(a.slot(l2), Slot::Page(p) if same_page(&p, &page(1))));
+        assert!(matches!(a.slot(r2), Slot::Page(p) if same_page(&p, &page(3))));
         a.release(b2);
         assert_eq!(a.live(), (0, 0));
         assert_eq!(a.live_bytes(), 0);
         // Freed slots are reused.
-        let again = a.new_page(&page(4));
-        assert!(again == l || again == r || again == r2);
+        let again = a.new_branch(h, a.new_page(&page(4)), a.new_page(&page(5)));
+        assert_eq!(a.twigs.next.load(Ordering::Relaxed), 2);
         a.release(again);
     }
 
-    /// A branch over two pages is a twig: no node stored, the same node and kind as a branch
-    /// that stores it, and a third of the bytes; a branch over anything else stores its node.
+    /// The two pages of a twig put back together in its order are that twig, not a copy; in
+    /// the other order, or beside another page, they are copied.
     #[test]
-    fn twigs_hash_their_node_when_asked() {
+    fn a_twig_rebuilt_from_its_own_pages_is_itself() {
         let h = Hasher::Blake3;
         let a = Arena::new();
-        let mut leaf = page(5);
-        leaf.node = h.hash_leaf(&[1; 32], &[2; 32]);
-        let mut empty = page(6);
-        empty.node = TERMINATOR;
-        for (x, y) in [(page(1), page(2)), (leaf.clone(), empty.clone()), (empty.clone(), empty.clone()), (page(3), leaf)] {
-            let twig = a.new_branch(h, a.new_page(&x), a.new_page(&y));
-            assert_eq!(a.twigs.live.load(Ordering::Relaxed), 1);
-            let want = parent(h, &x.node, &y.node);
-            assert_eq!(a.node(twig), want);
-            assert_eq!(a.node_kind(twig), Hasher::node_kind(&want));
-            assert!(matches!(a.slot(twig), Slot::Branch(..)));
-            // Above a twig, a branch stores its node.
-            let top = a.new_branch(h, twig, NodeId::EMPTY);
-            assert_eq!(a.branches.live.load(Ordering::Relaxed), 1);
-            assert_eq!(a.node(top), parent(h, &want, &TERMINATOR));
-            assert_eq!(a.node_kind(top), Hasher::node_kind(&a.node(top)));
-            assert_eq!(a.live_bytes(), 4 * (BRANCH_WORDS + TWIG_WORDS + 2 * PAGE_WORDS) as u64);
-            a.release(top);
-            assert_eq!(a.live(), (0, 0));
+        let t = a.new_branch(h, a.new_page(&page(1)), a.new_page(&page(2)));
+        let (l, r) = a.children(t).unwrap();
+        assert_eq!(a.new_branch(h, a.share(l), a.share(r)), t);
+        assert_eq!(a.refs(t).unwrap().load(Ordering::Relaxed), 2);
+        let swapped = a.new_branch(h, a.share(r), a.share(l));
+        assert_ne!(swapped, t);
+        assert_eq!(a.node(swapped), parent(h, &[2; 32], &[1; 32]));
+        a.release(t);
+        a.release(swapped);
+        a.release(t);
+        assert_eq!(a.live(), (0, 0));
+    }
+
+    /// The tree of `n` pages (a power of two) numbered from `first`, built bottom up.
+    fn balanced(a: &Arena, h: Hasher, first: u8, n: u8) -> NodeId {
+        if n == 1 {
+            return a.new_page(&page(first));
         }
+        let l = balanced(a, h, first, n / 2);
+        let r = balanced(a, h, first + n / 2, n / 2);
+        a.new_branch(h, l, r)
+    }
+
+    /// The node of that tree, hashed from scratch.
+    fn balanced_node(h: Hasher, first: u8, n: u8) -> Node {
+        if n == 1 {
+            return [first; 32];
+        }
+        let l = balanced_node(h, first, n / 2);
+        parent(h, &l, &balanced_node(h, first + n / 2, n / 2))
+    }
+
+    /// Twigs and branches of height 2 and 3 store no node; the branches above them do. Every
+    /// node is the one hashed from scratch, whether stored or not.
+    #[test]
+    fn low_nodes_are_hashed_when_asked() {
+        let h = Hasher::Blake3;
+        let a = Arena::new();
+        let top = balanced(&a, h, 1, 32);
+        let count = |l: &AtomicU64| l.load(Ordering::Relaxed);
+        assert_eq!(count(&a.twigs.live), 16);
+        assert_eq!(count(&a.lows.live), 8 + 4);
+        assert_eq!(count(&a.branches.live), 2 + 1);
+        assert_eq!(count(&a.pages.live), 0);
+        assert_eq!(a.live(), (31, 32));
+        assert_eq!(a.live_bytes(), 4 * (16 * TWIG_WORDS + 12 * LOW_WORDS + 3 * BRANCH_WORDS) as u64);
+        // Each node, walked down the leftmost path of every subtree size.
+        let mut id = top;
+        for n in [32u8, 16, 8, 4, 2] {
+            assert_eq!(a.node(id), balanced_node(h, 1, n), "{n} pages");
+            assert_eq!(a.node_kind(id), Hasher::node_kind(&a.node(id)));
+            assert_eq!(a.branch_node(id).is_some(), n >= 16, "{n} pages");
+            assert!(matches!(a.slot(id), Slot::Branch(..)));
+            id = a.children(id).unwrap().0;
+        }
+        assert!(matches!(a.slot(id), Slot::Page(p) if same_page(&p, &page(1))));
+        a.release(top);
+        assert_eq!(a.live(), (0, 0));
+        assert_eq!(a.live_bytes(), 0);
+    }
+
+    /// A branch over a page and an empty region is low (height 1), and one over it and a
+    /// page stores nothing either; its node is the terminator-padded one.
+    #[test]
+    fn branches_beside_empty_regions_are_low_too() {
+        let h = Hasher::Blake3;
+        let a = Arena::new();
+        let one = a.new_branch(h, a.new_page(&page(1)), NodeId::EMPTY);
+        let two = a.new_branch(h, one, a.new_page(&page(2)));
+        assert_eq!(a.lows.live.load(Ordering::Relaxed), 2);
+        assert_eq!(a.pages.live.load(Ordering::Relaxed), 2, "pages beside no page keep a slot");
+        let want = parent(h, &parent(h, &[1; 32], &TERMINATOR), &[2; 32]);
+        assert_eq!(a.node(two), want);
+        a.release(two);
+        assert_eq!(a.live(), (0, 0));
+    }
+
+    /// Locations and entry counts share a word: every count a page can hold, at the last
+    /// block of the largest segment and in the last segment id, comes back whole.
+    #[test]
+    fn locations_and_counts_come_back_whole() {
+        let h = Hasher::Blake3;
+        let a = Arena::new();
+        let last_block = (MAX_SEGMENT_BYTES / BLOCK_BYTES as u64 - 1) as u32;
+        for count in [0, 1, 57, MAX_PAGE_ENTRIES as u32] {
+            for (segment, block) in [(1u32, 0u32), (u32::MAX - 1, last_block), (7, 12345)] {
+                let loc = u64::from(segment) << 32 | u64::from(block);
+                let r = PageRef {
+                    loc: PageLoc::Disk(loc),
+                    checksum: u64::MAX - u64::from(count),
+                    node: [9; 32],
+                    count,
+                };
+                let alone = a.new_page(&r);
+                assert!(matches!(a.slot(alone), Slot::Page(p) if same_page(&p, &r)));
+                assert_eq!(a.page_count(alone), Some(count));
+                let twig = a.new_branch(h, a.new_page(&page(1)), alone);
+                let (_, inline) = a.children(twig).unwrap();
+                assert!(matches!(a.slot(inline), Slot::Page(p) if same_page(&p, &r)));
+                assert_eq!(a.page_count(inline), Some(count));
+                a.release(twig);
+            }
+        }
+        assert_eq!(a.live(), (0, 0));
+    }
+
+    #[test]
+    #[should_panic(expected = "past the largest segment")]
+    fn a_location_past_the_largest_segment_is_refused() {
+        let a = Arena::new();
+        let blocks = MAX_SEGMENT_BYTES / BLOCK_BYTES as u64;
+        let mut r = page(1);
+        r.loc = PageLoc::Disk(1 << 32 | blocks);
+        a.new_page(&r);
     }
 
     #[test]
     fn in_memory_pages_are_held_until_their_node_goes() {
+        let h = Hasher::Blake3;
         let a = Arena::new();
         let mem = memory_page();
         let id = memory_slot(&a, &mem, 0);
         assert_eq!(Arc::strong_count(&mem), 2);
         assert!(matches!(a.slot(id), Slot::Page(PageRef { loc: PageLoc::Memory(_), .. })));
-        a.release(id);
+        // Page slots only the caller holds move into a twig with their slab entries.
+        let twig = a.new_branch(h, id, memory_slot(&a, &mem, 1));
+        assert_eq!(Arc::strong_count(&mem), 3);
+        let slab = |a: &Arena| {
+            let m = a.memory.lock();
+            (m.pages.len(), m.free.len())
+        };
+        assert_eq!(slab(&a), (2, 0));
+        assert_eq!(a.pages.live.load(Ordering::Relaxed), 0);
+        // A page held elsewhere too is copied: a slab entry of its own.
+        let shared = memory_slot(&a, &mem, 2);
+        let copy = a.new_branch(h, a.share(shared), memory_slot(&a, &mem, 3));
+        assert_eq!(Arc::strong_count(&mem), 6);
+        assert_eq!(slab(&a), (5, 0));
+        a.release(twig);
+        a.release(copy);
+        a.release(shared);
         assert_eq!(Arc::strong_count(&mem), 1);
+        assert_eq!(slab(&a), (5, 5));
+        assert_eq!(a.live(), (0, 0));
     }
 
     fn memory_page() -> Arc<MemoryPage> {
@@ -810,6 +1138,7 @@ mod tests {
 
     #[test]
     fn a_page_moved_to_disk_is_read_there_and_frees_its_slab_entry() {
+        let h = Hasher::Blake3;
         let a = Arena::new();
         let mem = memory_page();
         let id = memory_slot(&a, &mem, 7);
@@ -829,6 +1158,13 @@ mod tests {
         assert_eq!(a.memory.lock().pages.len(), 1);
         a.release(next);
         a.release(id);
+        // A page of a twig moves in its half of the twig.
+        let twig = a.new_branch(h, memory_slot(&a, &mem, 4), a.new_page(&page(2)));
+        let (l, r) = a.children(twig).unwrap();
+        a.move_to_disk(&[(l, 6 << 32 | 3, 0xdef)]);
+        assert!(matches!(a.slot(l), Slot::Page(p) if matches!(p.loc, PageLoc::Disk(x) if x == 6 << 32 | 3) && (p.checksum, p.count) == (0xdef, 4)));
+        assert!(matches!(a.slot(r), Slot::Page(p) if same_page(&p, &page(2))));
+        a.release(twig);
         assert_eq!(a.live(), (0, 0));
         assert_eq!(Arc::strong_count(&mem), 1);
     }
@@ -861,25 +1197,46 @@ mod tests {
         a.move_to_disk(&[(id, 4 << 32, 2)]);
     }
 
-    /// Readers racing with moves never see a location with another's checksum, nor a torn
-    /// location: each move writes a checksum derived from its location, and readers check it.
+    /// Readers racing with moves never see a location with another's checksum or count, nor
+    /// a torn location: each move writes a checksum derived from its location, the count is
+    /// the page's, and readers check both. Half the pages are in twigs.
     #[test]
     fn readers_racing_with_moves_see_each_page_whole() {
+        let h = Hasher::Blake3;
         let a = Arena::new();
         let rounds = 200u64;
         let per_round = 64u64;
         let stop = std::sync::atomic::AtomicBool::new(false);
         let passes = AtomicU64::new(0);
+        let mut held = Vec::new();
         let ids: Vec<Vec<NodeId>> = (0..rounds)
-            .map(|_| (0..per_round).map(|_| memory_slot(&a, &memory_page(), 1)).collect())
+            .map(|_| {
+                let mut round = Vec::new();
+                for k in 0..per_round / 4 {
+                    let count = k as u32 % 100;
+                    round.push(memory_slot(&a, &memory_page(), count));
+                    round.push(memory_slot(&a, &memory_page(), count));
+                    let twig = a.new_branch(
+                        h,
+                        memory_slot(&a, &memory_page(), count),
+                        memory_slot(&a, &memory_page(), count),
+                    );
+                    let (l, r) = a.children(twig).unwrap();
+                    round.extend([l, r]);
+                    held.push(twig);
+                }
+                round
+            })
             .collect();
         std::thread::scope(|s| {
             let reader = s.spawn(|| {
                 let mut seen = 0u64;
                 while !stop.load(Ordering::Relaxed) {
                     for round in &ids {
-                        for id in round {
+                        for (k, id) in round.iter().enumerate() {
                             if let Slot::Page(r) = a.slot(*id) {
+                                assert_eq!(r.count, (k / 4) as u32 % 100);
+                                assert_eq!(a.page_count(*id), Some(r.count));
                                 if let PageLoc::Disk(l) = r.loc {
                                     assert_eq!(r.checksum, l.rotate_left(17) ^ 0x5bd1, "torn at {l:#x}");
                                     seen += 1;
@@ -902,7 +1259,7 @@ mod tests {
                     .enumerate()
                     // Segment and block both change with each move, so a torn read shows.
                     .map(|(k, id)| {
-                        let l = (n as u64 + 1) << 32 | (0xffff_0000 + k as u64);
+                        let l = (n as u64 + 1) << 32 | (0x3f_0000 + (n as u64) * 64 + k as u64);
                         (*id, l, l.rotate_left(17) ^ 0x5bd1)
                     })
                     .collect();
@@ -911,9 +1268,14 @@ mod tests {
             stop.store(true, Ordering::Relaxed);
             assert!(reader.join().unwrap() > 0);
         });
+        for twig in held {
+            a.release(twig);
+        }
         for round in ids {
-            for id in round {
-                a.release(id);
+            for (k, id) in round.into_iter().enumerate() {
+                if k % 4 < 2 {
+                    a.release(id);
+                }
             }
         }
         assert_eq!(a.live(), (0, 0));

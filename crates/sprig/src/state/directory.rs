@@ -634,7 +634,23 @@ impl Directory {
     /// tree. Regions must be disjoint and sit at positions of this directory (at a page, an
     /// empty region or a branch), never inside a page.
     pub fn replace(&self, regions: Vec<Region>) -> Result<Directory, DirectoryError> {
-        self.replace_known(regions, None)
+        Ok(self.replace_known(regions, None)?.0)
+    }
+
+    /// [`Directory::replace`], also giving the regions back (in key order) as the new
+    /// directory holds them: a page placed beside another page is its twig's from then on
+    /// (the twig holds both), not the page slot it was given as.
+    pub fn replace_placed(
+        &self,
+        regions: Vec<Region>,
+    ) -> Result<(Directory, Vec<Region>), DirectoryError> {
+        let (dir, prefixes, placed) = self.replace_known(regions, None)?;
+        let regions = prefixes
+            .into_iter()
+            .zip(placed)
+            .map(|(p, id)| (p, Subtree::shared(&dir.arena, id)))
+            .collect();
+        Ok((dir, regions))
     }
 
     /// [`Directory::replace`] whose result is known to equal `equal` (a directory of the same
@@ -649,14 +665,16 @@ impl Directory {
         if !Arc::ptr_eq(&equal.arena, &self.arena) {
             return Err(DirectoryError::ForeignRegion);
         }
-        self.replace_known(regions, Some(equal.root))
+        Ok(self.replace_known(regions, Some(equal.root))?.0)
     }
 
+    /// The new directory, the regions' positions in key order, and the id each region's
+    /// subtree has in the new directory (borrowed from it).
     fn replace_known(
         &self,
         mut regions: Vec<Region>,
         known: Option<NodeId>,
-    ) -> Result<Directory, DirectoryError> {
+    ) -> Result<(Directory, Vec<Prefix>, Vec<NodeId>), DirectoryError> {
         if regions.iter().any(|(_, s)| !Arc::ptr_eq(&s.arena, &self.arena)) {
             return Err(DirectoryError::ForeignRegion);
         }
@@ -683,41 +701,56 @@ impl Directory {
         }
         self.warm(&prefixes);
         let known = known.unwrap_or(NodeId::EMPTY);
-        let root = self.replace_at(self.root, known, 0, &prefixes, &mut slots, &mut removed)?;
-        Ok(Directory {
+        let mut placed = vec![NodeId::EMPTY; prefixes.len()];
+        let root = self.replace_at(
+            self.root,
+            known,
+            0,
+            &prefixes,
+            (&mut slots, &mut placed),
+            &mut removed,
+        )?;
+        let dir = Directory {
             arena: self.arena.clone(),
             hasher: self.hasher,
             root: root.into_id(),
             tally: self.tally.replaced(removed, added),
-        })
+        };
+        Ok((dir, prefixes, placed))
     }
 
     /// The subtree at the position of `depth` bits that node `id` of this directory holds,
     /// with `regions` (sorted, disjoint, under that position) put in place; `slots` holds their
-    /// subtrees, taken as they are placed. The position itself is not passed down: a region
-    /// under it is at it exactly when it is `depth` bits long. `known` is the node at the same
-    /// position of a tree equal to the result, if there is one (`NodeId::EMPTY` otherwise).
+    /// subtrees, taken as they are placed, and gets the id each has where it was placed (a page
+    /// becomes one of its twig's when its sibling is a page too). The position itself is not
+    /// passed down: a region under it is at it exactly when it is `depth` bits long. `known` is
+    /// the node at the same position of a tree equal to the result, if there is one
+    /// (`NodeId::EMPTY` otherwise).
     fn replace_at<'a>(
         &'a self,
         id: NodeId,
         known: NodeId,
         depth: usize,
         regions: &[Prefix],
-        slots: &mut [Option<Subtree>],
+        slots: (&mut [Option<Subtree>], &mut [NodeId]),
         removed: &mut Tally,
     ) -> Result<Held<'a>, DirectoryError> {
         let arena: &Arena = &self.arena;
+        let (slots, placed) = slots;
         match regions {
             [] => return Ok(Held::shared(arena, id)),
             [p] if p.depth() == depth => {
                 *removed += tally_under(arena, id);
                 // `replace` checked that every region's subtree lives in this store.
-                return match slots.first_mut().and_then(Option::take) {
-                    Some(s) => Ok(Held {
-                        arena,
-                        id: s.into_id(),
-                    }),
-                    None => Err(DirectoryError::Overlap(*p)),
+                return match (slots.first_mut().and_then(Option::take), placed.first_mut()) {
+                    (Some(s), Some(at)) => {
+                        *at = s.id;
+                        Ok(Held {
+                            arena,
+                            id: s.into_id(),
+                        })
+                    }
+                    _ => Err(DirectoryError::Overlap(*p)),
                 };
             }
             _ => {}
@@ -733,12 +766,24 @@ impl Directory {
         let split = regions.partition_point(|p| !p.bit(depth));
         let (lr, rr) = regions.split_at(split);
         let (ls, rs) = slots.split_at_mut(split);
+        let (lp, rp) = placed.split_at_mut(split);
         let (known_left, known_right) = arena
             .children(known)
             .unwrap_or((NodeId::EMPTY, NodeId::EMPTY));
-        let l = self.replace_at(left, known_left, depth + 1, lr, ls, removed)?;
-        let r = self.replace_at(right, known_right, depth + 1, rr, rs, removed)?;
-        Ok(Held::branch(self.hasher, l, r, arena.branch_node(known)))
+        let l = self.replace_at(left, known_left, depth + 1, lr, (ls, &mut *lp), removed)?;
+        let r = self.replace_at(right, known_right, depth + 1, rr, (rs, &mut *rp), removed)?;
+        let branch = Held::branch(self.hasher, l, r, arena.branch_node(known));
+        // A region placed just below is where the branch holds it (its twig's, for a page).
+        if let Some((l, r)) = arena.children(branch.id) {
+            for (regions, placed, id) in [(lr, lp, l), (rr, rp, r)] {
+                if let ([p], [at]) = (regions, placed) {
+                    if p.depth() == depth + 1 {
+                        *at = id;
+                    }
+                }
+            }
+        }
+        Ok(branch)
     }
 
     /// Visit every page in key order with its position.

@@ -64,6 +64,8 @@ const KIND_INLINE: u8 = 0;
 const KIND_EXTERNAL: u8 = 1;
 const ENTRY_KEY_BYTES: usize = 32;
 const INLINE_OVERHEAD_BYTES: usize = ENTRY_KEY_BYTES + 1 + 2;
+/// The most entries a page holds (all of them with empty values inline).
+pub const MAX_PAGE_ENTRIES: usize = PAGE_BODY_BYTES / INLINE_OVERHEAD_BYTES;
 const EXTERNAL_ENTRY_BYTES: usize = ENTRY_KEY_BYTES + 1 + 8 + 8 + 32;
 const FLAGS_AT: usize = 5;
 const SEQ_AT: usize = 40;
@@ -396,7 +398,7 @@ impl Page {
         // The bucket nodes: authenticated by the page checksum, recomputed by `check`.
         r.slice(BUCKETS * 32)?;
         let body_end = PAGE_HEADER_BYTES + used;
-        let mut offsets = Vec::with_capacity(count.min(PAGE_BODY_BYTES / INLINE_OVERHEAD_BYTES));
+        let mut offsets = Vec::with_capacity(count.min(MAX_PAGE_ENTRIES));
         let mut last: Option<&KeyPath> = None;
         let mut external = 0u16;
         let mut unwritten = false;

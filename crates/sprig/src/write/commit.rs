@@ -46,6 +46,10 @@ struct Staging {
     known: Vec<(TableId, Known)>,
     /// The overlay's in-memory pages written, to move to disk in place.
     moves: Vec<(NodeId, u64, u64)>,
+    /// Relocated regions to put into a result built in place (`known`'s entry at the index),
+    /// once its pages are moved: a page placed beside one of them is copied into their twig,
+    /// and must be copied from where it was written.
+    relocate_in_place: Vec<(usize, Vec<crate::state::directory::Region>)>,
 }
 
 /// Where the value records written by a commit went.
@@ -257,6 +261,17 @@ impl Inner {
             .collect();
         self.drop_pages(evicted);
         version.tables.arena().move_to_disk(&staging.moves);
+        // In place, the result is the overlay's directory (its pages now on disk) with the
+        // relocated regions put in (their nodes unchanged, so it is its own equal).
+        let mut known = staging.known;
+        for (i, relocated) in staging.relocate_in_place {
+            let Some((_, Known::Built(dir))) = known.get_mut(i) else {
+                return Err(Error::internal("relocated regions for a result not built in place"));
+            };
+            *dir = dir
+                .replace_as(relocated, dir)
+                .map_err(|e| Error::internal(format!("relocating regions: {e}")))?;
+        }
         let record = CommitRecord {
             seq,
             dropped: Vec::new(),
@@ -277,7 +292,7 @@ impl Inner {
             },
             version.id,
             &Prior {
-                known: staging.known,
+                known,
                 replaced,
             },
         );
@@ -365,6 +380,7 @@ impl Inner {
         let mut known: Vec<(TableId, Known)> = Vec::new();
         // The overlay's in-memory pages written, to move to disk in place.
         let mut moves: Vec<(NodeId, u64, u64)> = Vec::new();
+        let mut relocate_in_place = Vec::new();
         for &id in ids {
             let dir = version
                 .tables
@@ -382,6 +398,12 @@ impl Inner {
             let mut regions = Vec::new();
             for (prefix, subtree) in pending.parts.regions.get(&id).into_iter().flatten() {
                 let node = if in_place {
+                    // Moved in place, the region's pages must be the directory's own (a page
+                    // beside another is its twig's): `merge_sparse` takes them from it.
+                    debug_assert!(
+                        dir.node_at(prefix).is_some_and(|n| n.is(subtree)),
+                        "a changed region that is not its directory's node"
+                    );
                     self.write_in_place(
                         id,
                         subtree,
@@ -403,18 +425,17 @@ impl Inner {
                     self.write_subtree(id, subtree, &locs, &mut w.table, &mut stager, &mut written)?;
                 relocated.push((*prefix, node));
             }
-            // In place, the result is the overlay's directory with the relocated regions put
-            // in (their nodes unchanged, so it is its own equal); else the overlay's directory
-            // equals the result.
+            // In place, the result is the overlay's directory, with the relocated regions put
+            // in once its pages are moved (see `write_and_publish`); else the overlay's
+            // directory equals the result.
+            if in_place && !relocated.is_empty() {
+                relocate_in_place.push((known.len(), relocated.clone()));
+            }
             known.push((
                 id,
-                match (in_place, relocated.is_empty()) {
-                    (false, _) => Known::Equal(dir.clone()),
-                    (true, true) => Known::Built(dir.clone()),
-                    (true, false) => Known::Built(
-                        dir.replace_as(relocated.clone(), dir)
-                            .map_err(|e| Error::internal(format!("relocating regions: {e}")))?,
-                    ),
+                match in_place {
+                    false => Known::Equal(dir.clone()),
+                    true => Known::Built(dir.clone()),
                 },
             ));
             regions.extend(relocated);
@@ -445,6 +466,7 @@ impl Inner {
             tables,
             known,
             moves,
+            relocate_in_place,
         })
     }
 

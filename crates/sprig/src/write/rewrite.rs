@@ -373,8 +373,11 @@ pub(crate) fn merge_sparse_with(
     stamp: Stamp,
     load: &mut PageLoader<'_>,
 ) -> Result<(Directory, Vec<Region>, u64)> {
-    let dir = base
-        .replace(regions.clone())
+    // The regions go into the directory whole (a page just built moves into its twig rather
+    // than being copied there), and come back as the directory holds them: the nodes a commit
+    // in place moves to disk.
+    let (dir, regions) = base
+        .replace_placed(regions)
         .map_err(|e| Error::corruption("<directory>", 0, e.to_string()))?;
     let mut merged: Vec<Region> = Vec::new();
     for (prefix, _) in &regions {
@@ -403,8 +406,8 @@ pub(crate) fn merge_sparse_with(
         .filter(|(p, _)| !merged.iter().any(|(q, _)| q.covers(p)))
         .collect();
     final_regions.extend(merged);
-    let dir = base
-        .replace(final_regions.clone())
+    let (dir, regions) = base
+        .replace_placed(final_regions)
         .map_err(|e| Error::corruption("<directory>", 0, e.to_string()))?;
-    Ok((dir, final_regions, merges))
+    Ok((dir, regions, merges))
 }
