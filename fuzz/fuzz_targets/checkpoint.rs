@@ -7,8 +7,6 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use sprig::state::arena::Arena;
-use sprig::state::directory::{Directory, PageLoc, PageRef, Subtree};
 use sprig::io::MemoryStorage;
 use sprig::log::checkpoint::Checkpoint;
 use sprig::log::record::for_each_disk_page;
@@ -16,6 +14,8 @@ use sprig::log::segments::{
     check_loc, check_segment_blocks, check_segment_id, check_used_blocks, check_value_extent, loc,
     loc_segment, SegmentMeta, SegmentTable, MIN_SEGMENT_BLOCKS,
 };
+use sprig::state::arena::Arena;
+use sprig::state::directory::{Directory, PageLoc, PageRef, Subtree};
 use sprig::state::prefix::Prefix;
 use sprig::state::tables::Tables;
 use sprig_fuzz::{

@@ -8,18 +8,19 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use sprig::state::arena::Arena;
-use sprig::state::directory::{Directory, PageLoc, PageRef, Subtree};
 use sprig::log::record::{apply_record, for_each_disk_page, CommitRecord};
 use sprig::log::segments::{
     check_loc, check_segment_id, check_value_extent, loc, loc_segment, SegmentTable,
     MIN_SEGMENT_BLOCKS,
 };
 use sprig::log::wal::{wal_file_name, Wal};
+use sprig::state::arena::Arena;
+use sprig::state::directory::{Directory, PageLoc, PageRef, Subtree};
 use sprig::state::prefix::Prefix;
 use sprig::state::tables::Tables;
 use sprig_fuzz::{
-    hasher, hostile_blocks, hostile_loc, hostile_page_loc, hostile_segment, key, memory_file, Choices,
+    hasher, hostile_blocks, hostile_loc, hostile_page_loc, hostile_segment, key, memory_file,
+    Choices,
 };
 
 const SEGMENT_BLOCKS: u32 = MIN_SEGMENT_BLOCKS;

@@ -32,7 +32,10 @@ fuzz_target!(|data: &[u8]| {
     mutate(&mut c, &mut bytes);
     for bytes in [bytes.as_slice(), c.rest()] {
         if let Ok(chunk) = SyncChunk::decode(bytes, h) {
-            assert_eq!(SyncChunk::decode(&chunk.encode(h), h).ok(), Some(chunk.clone()));
+            assert_eq!(
+                SyncChunk::decode(&chunk.encode(h), h).ok(),
+                Some(chunk.clone())
+            );
             if chunk.verify(h, &root).is_ok() {
                 let want: Vec<_> = m
                     .iter()

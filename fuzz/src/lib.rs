@@ -235,16 +235,16 @@ pub fn hostile_loc(c: &mut Choices<'_>, valid: u64, segment_blocks: u32) -> u64 
 }
 
 /// A hostile location for a page built in memory: as [`hostile_loc`], but never in segment 0,
-/// which the directory's node store takes for a page held in memory (it asserts that no disk
-/// location uses it). Decoding refuses a page in segment 0 from any file: the raw-bytes paths
-/// of the fuzzers and the unit tests that craft it in encoded bytes cover that.
+/// which the directory's node store takes for a page held in memory, nor past the largest
+/// segment, whose block-index bits the store uses for the entry count (it asserts both).
+/// Decoding refuses either from any file: the raw-bytes paths of the fuzzers and the unit
+/// tests that craft them in encoded bytes cover that. A block past `segment_blocks` but within
+/// the largest segment stays, as the hostile value it is.
 pub fn hostile_page_loc(c: &mut Choices<'_>, valid: u64, segment_blocks: u32) -> u64 {
     let l = hostile_loc(c, valid, segment_blocks);
-    if l >> 32 == 0 {
-        l | 1 << 32
-    } else {
-        l
-    }
+    let segment = loc_segment(l).max(1);
+    let block = loc_block(l).min(MAX_SEGMENT_BLOCKS - 1);
+    loc(segment, block)
 }
 
 /// A value length for a field read from disk: `valid`, the edges of the inline and value-log
