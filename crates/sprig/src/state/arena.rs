@@ -471,11 +471,8 @@ impl Arena {
             Kind::Branch(i) => load_node(self.branches.get(i)),
             Kind::Page(_) | Kind::Inline(..) => load_node(self.page_fields(id)),
             Kind::Twig(_) | Kind::Low(..) => {
-                let hasher = self.hasher();
-                let Some((l, r)) = self.children(id) else {
-                    panic!("invariant broken: a branch without children");
-                };
-                parent(hasher, &self.node(l), &self.node(r))
+                let (l, r) = self.branch_children(id);
+                parent(self.hasher(), &self.node(l), &self.node(r))
             }
         }
     }
@@ -530,10 +527,10 @@ impl Arena {
         match id.kind() {
             Kind::Empty => Slot::Empty,
             Kind::Page(_) | Kind::Inline(..) => Slot::Page(self.page_ref(id)),
-            Kind::Branch(_) | Kind::Low(..) | Kind::Twig(_) => match self.children(id) {
-                Some((l, r)) => Slot::Branch(l, r),
-                None => panic!("invariant broken: a branch without children"),
-            },
+            Kind::Branch(_) | Kind::Low(..) | Kind::Twig(_) => {
+                let (l, r) = self.branch_children(id);
+                Slot::Branch(l, r)
+            }
         }
     }
 
@@ -563,6 +560,15 @@ impl Arena {
             }
             Kind::Twig(t) => Some((NodeId::of(INLINE, 2 * t), NodeId::of(INLINE, 2 * t + 1))),
             Kind::Empty | Kind::Page(_) | Kind::Inline(..) => None,
+        }
+    }
+
+    /// The children of `id`, which is a branch, a low branch or a twig (a broken invariant
+    /// otherwise).
+    fn branch_children(&self, id: NodeId) -> (NodeId, NodeId) {
+        match self.children(id) {
+            Some(children) => children,
+            None => panic!("invariant broken: directory node {:#x} is not a branch", id.0),
         }
     }
 
@@ -848,15 +854,15 @@ impl Arena {
                         }
                         self.twigs.release(t);
                     }
-                    Kind::Low(..) | Kind::Branch(_) => {
-                        if let Some((l, r)) = self.children(id) {
-                            children.extend([l, r]);
-                        }
-                        match id.kind() {
-                            Kind::Low(i, _) => self.lows.release(i),
-                            Kind::Branch(i) => self.branches.release(i),
-                            _ => {}
-                        }
+                    Kind::Low(i, _) => {
+                        let (l, r) = self.branch_children(id);
+                        children.extend([l, r]);
+                        self.lows.release(i);
+                    }
+                    Kind::Branch(i) => {
+                        let (l, r) = self.branch_children(id);
+                        children.extend([l, r]);
+                        self.branches.release(i);
                     }
                 }
             }
