@@ -380,8 +380,12 @@ pub(crate) fn merge_sparse_with(
         .replace_placed(regions)
         .map_err(|e| Error::corruption("<directory>", 0, e.to_string()))?;
     let mut merged: Vec<Region> = Vec::new();
-    for (prefix, _) in &regions {
-        if merged.iter().any(|(q, _)| q.covers(prefix)) {
+    for (prefix, subtree) in &regions {
+        // Every branch above a region holds the region's entries too: above a region of more
+        // entries than a merge takes, none is sparse, and the walk down to it is skipped.
+        if subtree.holds_more_than(MERGE_MAX_ENTRIES)
+            || merged.iter().any(|(q, _)| q.covers(prefix))
+        {
             continue;
         }
         // Ancestors from the root down: the shallowest sparse one that fits wins.
