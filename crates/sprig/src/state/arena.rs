@@ -83,12 +83,6 @@ impl NodeId {
         self == NodeId::EMPTY
     }
 
-    /// Whether this is a low branch: one whose node is not stored but hashed from the nodes
-    /// below it when asked for.
-    pub fn is_low(self) -> bool {
-        matches!(self.kind(), Kind::Low(..))
-    }
-
     /// Whether this is a page.
     pub fn is_page(self) -> bool {
         matches!(self.kind(), Kind::Page(_) | Kind::Inline(..))

@@ -493,11 +493,6 @@ impl Directory {
     /// its bits `bit_of(k, depth)`), visiting each node on their paths once with the range of
     /// targets under it, and prefetching both children of every node of the next level before
     /// visiting any. Returns the number of nodes visited (the root aside).
-    ///
-    /// A pass over the paths asks for the node of each sibling beside them. A low branch's node
-    /// is hashed from the nodes below it, so below a sibling that is a low branch the walk
-    /// prefetches every slot down to its twigs and pages as well, one level per round, beside
-    /// the paths' own (those are not counted as visited).
     fn warm_with(
         &self,
         n: usize,
@@ -507,20 +502,7 @@ impl Directory {
         let mut visited = 0;
         let mut level: Vec<(NodeId, usize, std::ops::Range<usize>)> = vec![(self.root, 0, 0..n)];
         let mut next = Vec::new();
-        // Low branches beside the paths, prefetched the round before.
-        let mut beside: Vec<NodeId> = Vec::new();
-        let mut next_beside = Vec::new();
-        while !level.is_empty() || !beside.is_empty() {
-            for id in beside.drain(..) {
-                if let Some((l, r)) = self.arena.children(id) {
-                    for child in [l, r] {
-                        self.arena.prefetch(child);
-                        if child.is_low() {
-                            next_beside.push(child);
-                        }
-                    }
-                }
-            }
+        while !level.is_empty() {
             for (id, depth, range) in level.drain(..) {
                 let Some((l, r)) = self.arena.children(id) else {
                     continue;
@@ -549,18 +531,13 @@ impl Directory {
                 }
                 if start < split {
                     next.push((l, depth + 1, start..split));
-                } else if start < range.end && l.is_low() {
-                    next_beside.push(l);
                 }
                 if split < range.end {
                     next.push((r, depth + 1, split..range.end));
-                } else if start < range.end && r.is_low() {
-                    next_beside.push(r);
                 }
             }
             visited += next.len();
             std::mem::swap(&mut level, &mut next);
-            std::mem::swap(&mut beside, &mut next_beside);
         }
         visited
     }
