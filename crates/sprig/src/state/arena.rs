@@ -565,7 +565,7 @@ impl Arena {
 
     /// The children of `id`, which is a branch, a low branch or a twig (a broken invariant
     /// otherwise).
-    fn branch_children(&self, id: NodeId) -> (NodeId, NodeId) {
+    pub fn branch_children(&self, id: NodeId) -> (NodeId, NodeId) {
         match self.children(id) {
             Some(children) => children,
             None => panic!("invariant broken: directory node {:#x} is not a branch", id.0),

@@ -166,7 +166,11 @@ impl Subtree {
     /// Whether the pages under the top hold more than `limit` entries in all (a short walk:
     /// it stops once past the limit).
     pub fn holds_more_than(&self, limit: u64) -> bool {
-        count_exceeds(&self.arena, self.id, limit)
+        match self.arena.page_count(self.id) {
+            // A page (most regions): its count, without the walk's stack.
+            Some(count) => u64::from(count) > limit,
+            None => count_exceeds(&self.arena, self.id, limit),
+        }
     }
 
     /// Whether two references are to the same node (shared, not merely equal).
@@ -780,12 +784,13 @@ impl Directory {
         let r = self.replace_at(right, known_right, depth + 1, rr, (rs, &mut *rp), removed)?;
         let branch = Held::branch(self.hasher, l, r, arena.branch_node(known));
         // A region placed just below is where the branch holds it (its twig's, for a page).
-        if let Some((l, r)) = arena.children(branch.id) {
+        // Only then are the branch's children read again.
+        let just_below = |regions: &[Prefix]| matches!(regions, [p] if p.depth() == depth + 1);
+        if just_below(lr) || just_below(rr) {
+            let (l, r) = arena.branch_children(branch.id);
             for (regions, placed, id) in [(lr, lp, l), (rr, rp, r)] {
-                if let ([p], [at]) = (regions, placed) {
-                    if p.depth() == depth + 1 {
-                        *at = id;
-                    }
+                if let (true, [at]) = (just_below(regions), placed) {
+                    *at = id;
                 }
             }
         }
