@@ -399,6 +399,7 @@ impl Page {
         r.slice(BUCKETS * 32)?;
         let body_end = PAGE_HEADER_BYTES + used;
         let mut offsets = Vec::with_capacity(count.min(MAX_PAGE_ENTRIES));
+        let mut first: Option<&KeyPath> = None;
         let mut last: Option<&KeyPath> = None;
         let mut external = 0u16;
         let mut unwritten = false;
@@ -415,14 +416,17 @@ impl Page {
             if r.at > body_end {
                 return Err(PageError::Malformed("entries overrun the used bytes"));
             }
-            if !prefix.contains(key) {
-                return Err(PageError::Malformed("entry outside the page's prefix"));
-            }
             if last.is_some_and(|l| l >= key) {
                 return Err(PageError::Malformed("entries out of order"));
             }
+            first.get_or_insert(key);
             last = Some(key);
             offsets.push(start as u16);
+        }
+        // The keys under a prefix are one run of the key order: with the entries in strictly
+        // increasing order, the first and the last under the prefix put every one under it.
+        if [first, last].into_iter().flatten().any(|k| !prefix.contains(k)) {
+            return Err(PageError::Malformed("entry outside the page's prefix"));
         }
         if r.at != body_end {
             return Err(PageError::Malformed("used bytes disagree with the entries"));
@@ -1430,6 +1434,46 @@ mod tests {
         }
         assert!(Page::decode(&[0u8; 10]).is_err());
         assert!(Page::decode(&[0u8; BLOCK_BYTES]).is_err());
+    }
+
+    /// A page whose first, last, only or a middle entry lies outside its prefix is refused,
+    /// whatever the others hold: decoding checks the order of every entry and the prefix at
+    /// both ends, which together put every entry under it.
+    #[test]
+    fn entries_outside_the_prefix_are_refused() {
+        // The prefix `10`: keys from 0x80.. up to (not including) 0xc0...
+        let prefix = Prefix::of_key(&[0x80; 32], 2);
+        let mut values: Vec<(KeyPath, Vec<u8>)> = (0..12u8)
+            .map(|i| {
+                let mut k = key(u32::from(i));
+                k[0] = 0x80 | (k[0] & 0x3f);
+                (k, vec![i; 20])
+            })
+            .collect();
+        values.sort_by_key(|x| x.0);
+        values.dedup_by_key(|x| x.0);
+        let page = Page::build(Hasher::Blake3, prefix, 1, &refs(&values)).unwrap();
+        assert!(Page::decode(page.bytes()).is_ok());
+        let outside = PageError::Malformed("entry outside the page's prefix");
+        let with_key = |i: usize, first_byte: u8| {
+            let mut b = crate::io::Block(*page.bytes());
+            let at = usize::from(page.offsets[i]);
+            b.0[at] = first_byte;
+            Page::decode(&b.0)
+        };
+        let last = page.len() - 1;
+        // Below the prefix at the start, above it at the end: still in key order.
+        assert_eq!(with_key(0, 0x7f).err(), Some(outside.clone()));
+        assert_eq!(with_key(last, 0xc0).err(), Some(outside.clone()));
+        // In the middle a key outside the prefix is out of order, on either side.
+        for byte in [0x00, 0x7f, 0xc0, 0xff] {
+            assert!(with_key(last / 2, byte).is_err(), "middle key {byte:#x} accepted");
+        }
+        // A page of one entry.
+        let one = Page::build(Hasher::Blake3, prefix, 1, &refs(&values[..1])).unwrap();
+        let mut b = crate::io::Block(*one.bytes());
+        b.0[usize::from(one.offsets[0])] = 0x40;
+        assert_eq!(Page::decode(&b.0).err(), Some(outside));
     }
 
     #[test]
