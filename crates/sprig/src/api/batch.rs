@@ -766,7 +766,7 @@ impl WriteBatch {
             c = c_end;
         }
         let arena = base_dir.arena();
-        let rewritten = if unloaded.is_empty() {
+        let (rewritten, proofs) = if unloaded.is_empty() {
             rewrite_regions(arena, hasher, stamp, &works, &touched, &changes)?
         } else {
             rewrite_regions_loading(
@@ -782,13 +782,7 @@ impl WriteBatch {
 
         // The proof nodes below each region, in key order (the order the witness's walk
         // reaches the regions in), and how many there are.
-        let mut rewritten = rewritten;
-        let mut below: Vec<(Prefix, Vec<ProofNode>)> = works
-            .iter()
-            .zip(rewritten.iter_mut())
-            .map(|(w, r)| (w.prefix, std::mem::take(&mut r.proof)))
-            .collect();
-        let below_nodes: usize = below.iter().map(|(_, nodes)| nodes.len()).sum();
+        let below_nodes = proofs.node_count();
         let mut regions: Vec<Region> = Vec::new();
         *hashes_needed += branches_above(
             works
@@ -819,14 +813,14 @@ impl WriteBatch {
             // the keys' paths: about ten per region at utxo's sparse batches, two at transfer's
             // dense ones (a larger witness grows the vector once). The buffer is the last
             // dropped witness's, warm, when there is one.
-            let mut proof = proof_buffer(below_nodes + 16 * below.len());
-            let mut next = below.iter_mut();
+            let mut proof = proof_buffer(below_nodes + 16 * works.len());
+            let mut next = works.iter().zip(proofs.iter());
             base_dir
                 .prove(
                     &touched,
                     &mut |prefix, _, _, out| match next.next() {
-                        Some((p, nodes)) if p == prefix => {
-                            out.append(nodes);
+                        Some((w, nodes)) if w.prefix == *prefix => {
+                            out.extend_from_slice(nodes);
                             Ok(())
                         }
                         _ => Err(crate::state::directory::DirectoryError::PageMissing(

@@ -63,25 +63,51 @@ pub(crate) fn map_on_cores<T: Sync, R: Send>(
     min: usize,
     f: impl Fn(&T) -> R + Sync,
 ) -> Vec<R> {
+    let mut parts = map_shares_on_cores(items, min, |share| share.iter().map(&f).collect());
+    if parts.len() == 1 {
+        return parts.pop().unwrap_or_default();
+    }
+    let mut out: Vec<R> = Vec::with_capacity(items.len());
+    for part in parts {
+        out.extend(part);
+    }
+    out
+}
+
+/// `f` of consecutive shares of the items, in the items' order: one share per core when there
+/// are at least `min` items (the calling thread taking the first), else one share of them all
+/// on the calling thread; none for no items. For work whose items share what they produce (one
+/// buffer a share instead of one an item). A panic in a share is resumed on the calling
+/// thread.
+pub(crate) fn map_shares_on_cores<T: Sync, S: Send>(
+    items: &[T],
+    min: usize,
+    f: impl Fn(&[T]) -> S + Sync,
+) -> Vec<S> {
+    if items.is_empty() {
+        return Vec::new();
+    }
     let pool = helpers_here().filter(|_| items.len() >= min.max(2));
     let Some(pool) = pool else {
-        return items.iter().map(&f).collect();
+        return vec![f(items)];
     };
     let f = &f;
     let share = items.len().div_ceil(cores());
     let mut shares = items.chunks(share);
     let first = shares.next().unwrap_or_default();
     let rest: Vec<&[T]> = shares.collect();
-    let mut parts: Vec<Vec<R>> = rest.iter().map(|_| Vec::new()).collect();
-    let mut out: Vec<R> = Vec::with_capacity(items.len());
-    pool.in_place_scope(|s| {
+    let mut parts: Vec<Option<S>> = rest.iter().map(|_| None).collect();
+    let mine = pool.in_place_scope(|s| {
         for (part, done) in rest.iter().zip(parts.iter_mut()) {
-            s.spawn(move |_| done.extend(part.iter().map(f)));
+            s.spawn(move |_| *done = Some(f(part)));
         }
-        out.extend(first.iter().map(f));
+        f(first)
     });
+    let mut out = Vec::with_capacity(rest.len() + 1);
+    out.push(mine);
     for part in parts {
-        out.extend(part);
+        // The scope returns once every spawned share has run, or resumes its panic.
+        out.push(part.unwrap_or_else(|| unreachable!("invariant broken: a share did not run")));
     }
     out
 }
@@ -233,6 +259,23 @@ mod tests {
             for min in [1, 64] {
                 let out = map_on_cores(&items, min, |i| i * 3);
                 assert_eq!(out, items.iter().map(|i| i * 3).collect::<Vec<_>>(), "{n} {min}");
+            }
+        }
+    }
+
+    /// Shares cover the items once, in order, one per core at most (one below `min`).
+    #[test]
+    fn shares_cover_the_items_in_order() {
+        for n in [0usize, 1, 2, 3, 63, 64, 1000] {
+            let items: Vec<usize> = (0..n).collect();
+            for min in [1, 64] {
+                let shares = map_shares_on_cores(&items, min, |s| s.to_vec());
+                assert!(shares.len() <= cores().max(1), "{n} {min}: {} shares", shares.len());
+                if n < min.max(2) {
+                    assert!(shares.len() <= 1, "{n} {min}: split below the minimum");
+                }
+                assert!(shares.iter().all(|s| !s.is_empty()), "{n} {min}: an empty share");
+                assert_eq!(shares.concat(), items, "{n} {min}");
             }
         }
     }

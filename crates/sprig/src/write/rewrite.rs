@@ -3,7 +3,7 @@
 //! overflows and splits); and the merge of sparse regions afterwards.
 
 use super::{Change, Region};
-use crate::write::cores::{as_fed, map_on_cores};
+use crate::write::cores::{as_fed, map_shares_on_cores};
 use crate::write::engine::Inner;
 use crate::state::directory::{Arena, Directory, MemoryPage, PageLoc, PageRef, Subtree};
 use crate::error::{Error, Result};
@@ -35,8 +35,6 @@ pub(crate) struct RegionWork {
 
 /// What became of a region.
 pub(crate) struct Rewritten {
-    /// The multi-proof nodes of the region's keys, below its position (pre-state).
-    pub proof: Vec<ProofNode>,
     /// The region's new subtree, if it changed.
     pub subtree: Option<Subtree>,
     /// Extra pages created by overflow.
@@ -51,6 +49,40 @@ pub(crate) struct Rewritten {
     pub hashes_needed: u64,
 }
 
+/// The multi-proof nodes of every rewritten region's keys below its position (pre-state), in
+/// the regions' order: in a few buffers (one per core's share of the regions, when the pages
+/// were at hand) rather than one allocation per region, which cost about a microsecond a
+/// region to allocate on one core and free on another at transfer's 17,700 regions a batch.
+pub(crate) struct RegionProofs {
+    buffers: Vec<Vec<ProofNode>>,
+    /// Each region's buffer and range in it.
+    spans: Vec<(usize, Range<usize>)>,
+}
+
+impl RegionProofs {
+    /// The nodes of every region together.
+    pub fn node_count(&self) -> usize {
+        self.buffers.iter().map(Vec::len).sum()
+    }
+
+    /// Each region's nodes, in the regions' order.
+    pub fn iter(&self) -> impl Iterator<Item = &[ProofNode]> + '_ {
+        self.spans.iter().map(|(b, range)| {
+            match self.buffers.get(*b).and_then(|buf| buf.get(range.clone())) {
+                Some(nodes) => nodes,
+                None => unreachable!("invariant broken: a region's proof span outside its buffer"),
+            }
+        })
+    }
+}
+
+/// Proof nodes a region adds at first guess: about ten per key in a page (the bucket levels and
+/// a few below), up to the keys a page holds (a region without a page may take a whole
+/// bulk-sized batch; its proof grows as it needs).
+fn proof_guess(work: &RegionWork) -> usize {
+    8 + 10 * work.keys.len().min(64)
+}
+
 /// Rewrite every region, spreading them over the available cores.
 pub(crate) fn rewrite_regions(
     arena: &Arc<Arena>,
@@ -59,12 +91,35 @@ pub(crate) fn rewrite_regions(
     works: &[RegionWork],
     keys: &[KeyPath],
     changes: &[Change],
-) -> Result<Vec<Rewritten>> {
-    map_on_cores(works, PARALLEL_MIN_REGIONS, |w| {
-        rewrite_region(arena, hasher, stamp, w, w.page.as_ref(), keys, changes)
-    })
-    .into_iter()
-    .collect()
+) -> Result<(Vec<Rewritten>, RegionProofs)> {
+    let shares = map_shares_on_cores(works, PARALLEL_MIN_REGIONS, |share| {
+        // Half the first guess: transfer's regions of two or three keys add about twenty
+        // nodes each; a larger share grows the buffer a few times.
+        let mut proof: Vec<ProofNode> =
+            Vec::with_capacity(share.iter().map(proof_guess).sum::<usize>() / 2);
+        let mut done = Vec::with_capacity(share.len());
+        for w in share {
+            let start = proof.len();
+            let r = rewrite_region(arena, hasher, stamp, w, w.page.as_ref(), keys, changes, &mut proof)?;
+            done.push((r, start..proof.len()));
+        }
+        Ok::<_, Error>((done, proof))
+    });
+    let mut rewritten = Vec::with_capacity(works.len());
+    let mut proofs = RegionProofs {
+        buffers: Vec::with_capacity(shares.len()),
+        spans: Vec::with_capacity(works.len()),
+    };
+    for share in shares {
+        let (done, buffer) = share?;
+        let b = proofs.buffers.len();
+        for (r, range) in done {
+            rewritten.push(r);
+            proofs.spans.push((b, range));
+        }
+        proofs.buffers.push(buffer);
+    }
+    Ok((rewritten, proofs))
 }
 
 /// Rewrite every region while the pages of `unloaded` load: the regions (of `works`, whose
@@ -80,7 +135,7 @@ pub(crate) fn rewrite_regions_loading(
     unloaded: &[(Prefix, PageRef)],
     keys: &[KeyPath],
     changes: &[Change],
-) -> Result<Vec<Rewritten>> {
+) -> Result<(Vec<Rewritten>, RegionProofs)> {
     // The region of each page to load: both lists are in key order, so one pass pairs them.
     let mut region_of = Vec::with_capacity(unloaded.len());
     let mut w = 0usize;
@@ -120,17 +175,32 @@ pub(crate) fn rewrite_regions_loading(
         |w| {
             let work = works.get(w)?;
             let page = loaded.get(w).and_then(|slot| slot.get()).or(work.page.as_ref());
-            Some(rewrite_region(arena, inner.hasher, stamp, work, page, keys, changes))
+            let mut proof = Vec::with_capacity(proof_guess(work));
+            let r = rewrite_region(arena, inner.hasher, stamp, work, page, keys, changes, &mut proof);
+            Some(r.map(|r| (r, proof)))
         },
     );
     load?;
-    rewritten
-        .into_iter()
-        .map(|r| r.flatten().unwrap_or_else(|| Err(Error::internal("a region was not rewritten"))))
-        .collect()
+    // Regions rewritten as their pages arrive, on whichever core is free: a buffer each.
+    let mut done = Vec::with_capacity(works.len());
+    let mut proofs = RegionProofs {
+        buffers: Vec::with_capacity(works.len()),
+        spans: Vec::with_capacity(works.len()),
+    };
+    for r in rewritten {
+        let (r, proof) = r
+            .flatten()
+            .unwrap_or_else(|| Err(Error::internal("a region was not rewritten")))?;
+        proofs.spans.push((proofs.buffers.len(), 0..proof.len()));
+        proofs.buffers.push(proof);
+        done.push(r);
+    }
+    Ok((done, proofs))
 }
 
-/// Rewrite one region, whose page (if it has one) is `page`.
+/// Rewrite one region, whose page (if it has one) is `page`, appending the multi-proof nodes
+/// of its keys below its position to `proof`.
+#[allow(clippy::too_many_arguments)]
 fn rewrite_region(
     arena: &Arc<Arena>,
     hasher: Hasher,
@@ -139,6 +209,7 @@ fn rewrite_region(
     page: Option<&Arc<Page>>,
     keys: &[KeyPath],
     changes: &[Change],
+    proof: &mut Vec<ProofNode>,
 ) -> Result<Rewritten> {
     let keys = keys.get(work.keys.clone()).unwrap_or_default();
     let changes = changes.get(work.changes.clone()).unwrap_or_default();
@@ -146,13 +217,9 @@ fn rewrite_region(
         .iter()
         .map(|(k, v)| (*k, v.as_ref().map(|v| hasher.hash_value(v))))
         .collect();
-    // About ten proof nodes per key in a page (the bucket levels and a few below): sized
-    // once instead of grown by doubling, up to the keys a page holds (a region without a
-    // page may take a whole bulk-sized batch; its proof grows as it needs).
-    let mut proof = Vec::with_capacity(8 + 10 * keys.len().min(64));
     let (node, buckets) = match page {
         Some(page) => {
-            let (node, buckets) = page.prove_and_update(hasher, keys, &change_hashes, &mut proof);
+            let (node, buckets) = page.prove_and_update(hasher, keys, &change_hashes, proof);
             (node, Some(buckets))
         }
         None => {
@@ -162,14 +229,13 @@ fn rewrite_region(
                 &[],
                 keys,
                 &change_hashes,
-                &mut proof,
+                proof,
             );
             (node, None)
         }
     };
     if changes.is_empty() {
         return Ok(Rewritten {
-            proof,
             subtree: None,
             splits: 0,
             freed: Vec::new(),
@@ -192,7 +258,6 @@ fn rewrite_region(
             // Debug builds only, as below.
             debug_assert_eq!(patched.node(hasher), node);
             return Ok(Rewritten {
-                proof,
                 subtree: Some(page_node(arena, patched, node)),
                 splits: 0,
                 freed: Vec::new(),
@@ -265,7 +330,6 @@ fn rewrite_region(
         (subtree, splits)
     };
     Ok(Rewritten {
-        proof,
         subtree: Some(subtree),
         splits,
         freed,
