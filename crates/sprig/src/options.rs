@@ -90,6 +90,14 @@ pub struct Options {
     pub max_space_amplification: f64,
     /// Run the cleaner after commits when disk use passes the limit. Default: true.
     pub auto_clean: bool,
+    /// Segment files the cleaner empties that are kept (renamed) for new segments instead of
+    /// deleted, at most this many at a time. A new segment then overwrites blocks the file
+    /// system already holds, which a virtual SSD wrote twice as fast as blocks it had to
+    /// allocate (1 MiB direct writes, two in flight: 2.2–2.4 against 1.2–1.3 GB/s on ext4,
+    /// which also runs extending direct writes one at a time), and its syncs carry no block
+    /// allocations. The cost is disk space: up to this many segment files beyond what the
+    /// database holds. Default: 2; 0 deletes emptied segment files at once.
+    pub recycled_segments: usize,
     /// Committed versions kept for historical reads, proofs and rollback (the latest
     /// included). Default: 4. At least 1. Their pages stay on disk while retained, so disk use
     /// grows by what the retained commits rewrote.
@@ -120,6 +128,7 @@ impl Default for Options {
             background_checkpoints: false,
             max_space_amplification: 2.0,
             auto_clean: true,
+            recycled_segments: 2,
             retained_versions: 4,
             max_overlay_bytes: 4 << 30,
             resolvers: Resolvers::default(),

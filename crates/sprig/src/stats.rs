@@ -246,6 +246,11 @@ pub struct Stats {
     pub directory_slot_bytes: u64,
     /// Bytes of segment files written (live and garbage).
     pub disk_bytes: u64,
+    /// Emptied segment files kept for new segments now ([`crate::Options::recycled_segments`]):
+    /// disk space beyond `disk_bytes`, a segment each at most.
+    pub spare_segment_files: u64,
+    /// New segments since open that took a kept file instead of a new one.
+    pub segment_files_recycled: u64,
     /// Bytes of the latest version's pages and values.
     pub live_bytes: u64,
     /// Bytes of segment files kept only for older versions still retained or read: pages and

@@ -132,8 +132,9 @@ impl Db {
     /// process is not seen; open again for it). Every write fails with [`Error::ReadOnly`].
     ///
     /// While another process writes, its cleaner may delete segment files this handle still
-    /// reads: keep read-only handles short-lived there (a read then fails with an I/O error,
-    /// never with wrong data).
+    /// reads, or give them to new segments ([`Options::recycled_segments`]): keep read-only
+    /// handles short-lived there (a read then fails with an error naming the segment file, the
+    /// file missing or its bytes not the page or value expected, never with wrong data).
     ///
     /// ```
     /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -382,6 +383,13 @@ impl Db {
         // A large load reads on every core at once (`write/read.rs`): buffers are kept for up
         // to 8 of them (16 MiB at most); more cores allocate the rest.
         segments.keep_read_buffers_for(crate::write::cores::cores().min(8));
+        // A writer keeps emptied segment files for new segments; a reader never deletes any.
+        if access == Access::ReadWrite {
+            let names = storage
+                .list()
+                .map_err(|e| Error::io("listing", "the database directory", e))?;
+            segments.recycle_up_to(&names, options.recycled_segments);
+        }
         let inner = Inner {
             path,
             hasher: manifest.hasher,
@@ -810,6 +818,8 @@ impl Db {
         s.overlays = self.inner.overlay_memory.count();
         s.retained_versions = self.inner.versions.retained_count() as u64;
         s.io_backend = self.inner.io.clone();
+        (s.spare_segment_files, s.segment_files_recycled) =
+            self.inner.log.segments.recycled_files();
         let w = self.inner.log.writer.lock();
         s.disk_bytes = w.table.used_blocks() * io::BLOCK_BYTES as u64;
         s.live_bytes = w.table.live_blocks() * io::BLOCK_BYTES as u64;

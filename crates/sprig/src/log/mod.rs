@@ -12,6 +12,7 @@ pub mod manifest;
 pub mod publish;
 pub mod record;
 pub mod recovery;
+pub mod recycle;
 pub mod segments;
 pub mod snapshots;
 pub mod stager;

@@ -17,7 +17,9 @@ use crate::io::{BlockBuf, OpenOptions, ReadRequest, Storage, BLOCK_BYTES};
 use crate::log::checkpoint::{parse_checkpoint_file_name, Checkpoint};
 use crate::log::manifest::Manifest;
 use crate::log::record::{apply_record, CommitRecord};
-use crate::log::segments::{parse_segment_file_name, segment_file_name, SegmentTable};
+use crate::log::segments::{
+    is_end_marker, parse_segment_file_name, segment_file_name, SegmentTable,
+};
 use crate::log::wal::{parse_wal_file_name, wal_file_name, ReplayEnd, Wal, FLAG_PRIOR_DURABLE};
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -113,8 +115,10 @@ pub struct RecoveryReport {
     pub lost_tail: Option<LostTail>,
     /// Commit records with one damaged copy, read from the other: (file, offset, seq).
     pub repaired_records: Vec<(String, u64, u64)>,
-    /// Segment blocks past the fill the log accounts for: written by a commit that never
-    /// completed (file, blocks). Reused by later commits.
+    /// Segment blocks past the fill the log accounts for, up to the end marker the last
+    /// commit left there (or the end of the file): written by a commit that never completed
+    /// (file, blocks). Reused by later commits. What lies past an end marker (the older
+    /// contents of a recycled segment file) is not counted.
     pub unaccounted_blocks: Vec<(String, u64)>,
     /// Files deleted as leftovers (temporary files, superseded checkpoints and logs, segment
     /// files only an incomplete commit wrote).
@@ -603,9 +607,11 @@ fn forget_deleted_segments(
 }
 
 /// Look at the blocks past each segment's recorded fill (in the segment new blocks go to and in
-/// segment files newer than any the log knows): a commit that never completed may have written
-/// there, but a page of a synced commit two or more past the last recovered one proves that
-/// the commit before it was durable, so commit records were lost. Returns the blocks found.
+/// segment files newer than any the log knows), up to the end marker a commit leaves after its
+/// last block in a file with older bytes past it (a recycled segment file): a commit that never
+/// completed may have written there, but a page of a synced commit two or more past the last
+/// recovered one proves that the commit before it was durable, so commit records were lost.
+/// Returns the blocks found before the marker (or the end of the file).
 ///
 /// `log_reaches(seq)` says whether the log holds commit `seq` by now (another process may be
 /// writing while a read-only open looks).
@@ -643,9 +649,9 @@ fn check_segment_tails(
         if blocks <= fill {
             continue;
         }
-        found.push((name.clone(), blocks - fill));
         let mut at = fill;
-        while at < blocks {
+        let mut marker = None;
+        while at < blocks && marker.is_none() {
             let n = TAIL_SCAN_BLOCKS.min(blocks - at);
             let mut requests = [ReadRequest {
                 file: file.as_ref(),
@@ -657,6 +663,11 @@ fn check_segment_tails(
                 .map_err(|e| Error::io("reading", &name, e))?;
             let [request] = requests;
             for (i, block) in request.buf.as_bytes().chunks(BLOCK_BYTES).enumerate() {
+                let index = at + i as u64;
+                if u32::try_from(index).is_ok_and(|b| is_end_marker(block, id, b)) {
+                    marker = Some(index);
+                    break;
+                }
                 let Some(stamp) = crate::state::page::peek_stamp(block) else {
                     continue;
                 };
@@ -678,6 +689,10 @@ fn check_segment_tails(
                 }
             }
             at += n;
+        }
+        let end = marker.unwrap_or(blocks);
+        if end > fill {
+            found.push((name.clone(), end - fill));
         }
     }
     Ok(found)

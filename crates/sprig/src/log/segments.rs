@@ -17,6 +17,7 @@ use crate::io::{
 };
 use crate::io::spares::Spares;
 use crate::options::{MAX_SEGMENT_BYTES, MIN_SEGMENT_BYTES};
+use crate::log::recycle::Recycler;
 use crate::state::page::{ExternalValue, Page, MAX_VALUE_BYTES};
 use crate::state::prefix::Prefix;
 use crate::state::tables::TableId;
@@ -37,6 +38,30 @@ pub fn parse_segment_file_name(name: &str) -> Option<u32> {
         .strip_suffix(".dat")?
         .parse()
         .ok()
+}
+
+/// The first bytes of an end marker block.
+const END_MARKER_MAGIC: [u8; 8] = *b"SPRGEND1";
+
+/// The block a commit writes right after its last block in a segment whose file holds older
+/// bytes past it (a recycled file, or a commit's torn tail; [`crate::log::recycle`]): it names
+/// its own place (segment and block) and carries a checksum of both, so recovery stops looking
+/// there for a lost commit's pages instead of reading older contents as if a commit had just
+/// written them. The next commit writes over it.
+pub fn end_marker_block(segment: u32, block: u32) -> [u8; BLOCK_BYTES] {
+    let mut b = [0u8; BLOCK_BYTES];
+    let mut head = [0u8; 16];
+    head[..8].copy_from_slice(&END_MARKER_MAGIC);
+    head[8..12].copy_from_slice(&segment.to_le_bytes());
+    head[12..].copy_from_slice(&block.to_le_bytes());
+    b[..16].copy_from_slice(&head);
+    b[16..24].copy_from_slice(&checksum(&head).to_le_bytes());
+    b
+}
+
+/// Whether `bytes` (a block read at `block` of `segment`) is the end marker written there.
+pub fn is_end_marker(bytes: &[u8], segment: u32, block: u32) -> bool {
+    bytes == end_marker_block(segment, block).as_slice()
 }
 
 /// A location: segment id in the high 32 bits, block index in the low 32 bits.
@@ -245,6 +270,8 @@ pub struct Segments {
     /// an allocation the allocator maps anew, page faults and a zero fill as it grows, every
     /// commit. At most [`STAGE_BUFFERS`].
     stage_buffers: Spares<BlockBuf>,
+    /// Emptied segment files kept for new segments ([`crate::log::recycle`]).
+    recycler: Recycler,
 }
 
 /// The most staging buffers [`Segments`] keeps (1 MiB each): what a commit of up to two runs
@@ -271,7 +298,20 @@ impl Segments {
             spare: Spares::new(SPARE_BLOCKS),
             writes: WriteThreads::new(),
             stage_buffers: Spares::new(STAGE_BUFFERS),
+            recycler: Recycler::new(),
         }
+    }
+
+    /// Keep up to `limit` emptied segment files for new segments from now on, starting with
+    /// the spare files among `names` (the directory's, listed at open); the rest are deleted.
+    pub fn recycle_up_to(&self, names: &[String], limit: usize) {
+        self.recycler.adopt(self.storage.as_ref(), names, limit);
+    }
+
+    /// The emptied segment files kept for new segments now, and how many new segments have
+    /// taken one since open.
+    pub fn recycled_files(&self) -> (u64, u64) {
+        (self.recycler.kept() as u64, self.recycler.reused())
     }
 
     /// Keep read buffers for `loaders` threads reading at once (a load spread over the cores
@@ -342,12 +382,23 @@ impl Segments {
         Ok(f)
     }
 
-    /// Forget (close) segment `id` and delete its file.
+    /// The open file of segment `id` for a commit to write, created if it does not exist: from
+    /// a recycled segment file when one is kept ([`crate::log::recycle`]).
+    pub fn file_to_write(&self, id: u32) -> Result<Arc<dyn StorageFile>> {
+        if !self.files.read().contains_key(&id) {
+            self.recycler
+                .reuse_for(self.storage.as_ref(), &segment_file_name(id));
+        }
+        self.file(id, true)
+    }
+
+    /// Forget (close) segment `id`, emptied, and delete its file, or keep it for a new segment
+    /// ([`crate::log::recycle`]).
     pub fn remove(&self, id: u32) -> Result<()> {
         self.files.write().remove(&id);
         let name = segment_file_name(id);
-        self.storage
-            .remove(&name)
+        self.recycler
+            .retire(self.storage.as_ref(), id, &name)
             .map_err(|e| Error::io("deleting", &name, e))
     }
 

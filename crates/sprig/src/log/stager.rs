@@ -13,7 +13,10 @@
 
 use crate::error::{Error, Result};
 use crate::io::{BlockBuf, StorageFile, WriteJob, Written, BLOCK_BYTES, WRITE_THREADS};
-use crate::log::segments::{loc_block, loc_offset, loc_segment, segment_file_name, Segments};
+use crate::log::segments::{
+    end_marker_block, loc, loc_block, loc_offset, loc_segment, segment_file_name, SegmentTable,
+    Segments,
+};
 use std::collections::BTreeSet;
 use std::sync::mpsc::{channel, Receiver, Sender};
 
@@ -90,7 +93,7 @@ impl<'a> Stager<'a> {
             // Larger than the buffer (a big value): written here, from an aligned copy of its
             // own, once the runs in flight are done.
             self.wait_all()?;
-            let file = self.segments.file(loc_segment(loc), true)?;
+            let file = self.segments.file_to_write(loc_segment(loc))?;
             self.bytes += bytes.len() as u64;
             return write_run(&*file, loc, BlockBuf::from_bytes(bytes).as_bytes());
         }
@@ -125,7 +128,7 @@ impl<'a> Stager<'a> {
         while self.in_flight.len() >= WRITE_THREADS {
             self.wait_one()?;
         }
-        let file = self.segments.file(segment, true)?;
+        let file = self.segments.file_to_write(segment)?;
         let next = self
             .spare
             .pop()
@@ -206,6 +209,28 @@ impl<'a> Stager<'a> {
         first
     }
 
+    /// Stage the end marker of [`Stager::finish`], if one is needed.
+    fn mark_end(&mut self, table: &SegmentTable) -> Result<()> {
+        let segment = table.active;
+        if !self.touched.contains(&segment) {
+            return Ok(());
+        }
+        let fill = table.segments.get(&segment).map_or(0, |m| m.used_blocks);
+        if fill >= table.segment_blocks {
+            return Ok(());
+        }
+        let end = u64::from(fill) * BLOCK_BYTES as u64;
+        let size = self
+            .segments
+            .file_to_write(segment)?
+            .size()
+            .map_err(|e| Error::io("reading the size of", segment_file_name(segment), e))?;
+        if size <= end {
+            return Ok(());
+        }
+        self.push(loc(segment, fill), &end_marker_block(segment, fill))
+    }
+
     /// The segments staged to so far.
     pub fn touched(&self) -> &BTreeSet<u32> {
         &self.touched
@@ -216,15 +241,19 @@ impl<'a> Stager<'a> {
     pub fn flush(&mut self) -> Result<()> {
         self.wait_all()?;
         if self.used > 0 {
-            let file = self.segments.file(loc_segment(self.start), true)?;
+            let file = self.segments.file_to_write(loc_segment(self.start))?;
             self.write_staged(&*file)?;
         }
         Ok(())
     }
 
     /// Write what is left and wait for every write; what was written, for the publication that
-    /// makes it durable.
-    pub fn finish(mut self) -> Result<Staged> {
+    /// makes it durable. `table` is the segment table after the allocations of what was
+    /// staged: if its active segment was written to and its file holds older bytes past the
+    /// new fill (a recycled file), an end marker goes right after the fill
+    /// ([`end_marker_block`]).
+    pub fn finish(mut self, table: &SegmentTable) -> Result<Staged> {
+        self.mark_end(table)?;
         self.flush()?;
         // Failpoint (feature `failpoints`): written, not synced.
         failpoint!("commit.pages_written");
@@ -266,6 +295,14 @@ mod tests {
     use sprig_core::Hasher;
     use std::sync::Arc;
 
+    /// A segment table whose active segment these tests never write: no end marker.
+    fn untouched() -> SegmentTable {
+        SegmentTable {
+            active: u32::MAX,
+            ..SegmentTable::new(256)
+        }
+    }
+
     fn segments(storage: &FaultStorage) -> Segments {
         let storage: Arc<dyn Storage> = Arc::new(storage.clone());
         Segments::new(storage, Hasher::Blake3, 1 << 20)
@@ -282,7 +319,7 @@ mod tests {
         for b in 0..2 * STAGE_BLOCKS + 10 {
             stager.push(loc(0, b as u32), &[1u8; BLOCK_BYTES]).unwrap();
         }
-        stager.finish().unwrap();
+        stager.finish(&untouched()).unwrap();
         let kept = segs.take_stage_buffer().unwrap();
         assert_eq!(kept.block_count(), STAGE_BLOCKS, "kept full-size");
         segs.keep_stage_buffers([kept]);
@@ -292,7 +329,7 @@ mod tests {
         for b in at..at + 3 {
             stager.push(loc(0, b), &[2u8; BLOCK_BYTES]).unwrap();
         }
-        stager.finish().unwrap();
+        stager.finish(&untouched()).unwrap();
         let file = segs.file(0, false).unwrap();
         assert_eq!(file.size().unwrap(), u64::from(at + 3) * BLOCK_BYTES as u64);
         let mut back = vec![0u8; 3 * BLOCK_BYTES];
@@ -322,7 +359,7 @@ mod tests {
             stager.push(loc(0, b as u32), &[byte; BLOCK_BYTES]).unwrap();
         }
         stager.push(loc(1, 0), &[9u8; BLOCK_BYTES]).unwrap();
-        let staged = stager.finish().unwrap();
+        let staged = stager.finish(&untouched()).unwrap();
         assert_eq!(staged.bytes, (blocks as u64 + 1) * BLOCK_BYTES as u64);
         assert_eq!(staged.touched, BTreeSet::from([0, 1]));
         let file = segs.file(0, false).unwrap();
@@ -366,7 +403,7 @@ mod tests {
         }
         let failed = match failed {
             Some(e) => e,
-            None => stager.finish().expect_err("the first run's write failed"),
+            None => stager.finish(&untouched()).expect_err("the first run's write failed"),
         };
         assert!(failed.to_string().contains("writing"), "{failed}");
     }
@@ -466,7 +503,7 @@ mod tests {
                 for b in 0..(2 * STAGE_BLOCKS + 1) {
                     let _ = stager.push(loc(0, b as u32), &[4u8; BLOCK_BYTES]);
                 }
-                let _ = stager.finish();
+                let _ = stager.finish(&untouched());
             }));
             let _ = done.send(caught.is_err());
         });

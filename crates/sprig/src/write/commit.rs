@@ -453,7 +453,7 @@ impl Inner {
             .filter(|id| !existing.contains(id))
             .copied()
             .collect();
-        let staged = stager.finish()?;
+        let staged = stager.finish(&w.table)?;
         Ok(Staging {
             staged,
             created,

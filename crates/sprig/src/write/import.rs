@@ -652,7 +652,7 @@ impl<'a> Import<'a> {
             .copied()
             .collect();
         let stager = std::mem::replace(&mut self.stager, Stager::new(&inner.log.segments));
-        let staged = stager.finish()?;
+        let staged = stager.finish(&self.table)?;
         let data_bytes = staged.bytes;
         // Durable and published through the one publish path, as a commit is.
         let log_bytes = w.guarded(|w| {
