@@ -105,7 +105,10 @@ fn new_segments_take_emptied_files_and_a_clean_reopen_finds_nothing_unaccounted(
     });
     assert!(reused > 0, "no new segment took a kept file");
     let stats = db.stats();
-    assert!(stats.segment_files_recycled > 0, "the stats count no recycled file");
+    assert!(
+        stats.segment_files_recycled > 0,
+        "the stats count no recycled file"
+    );
     assert!(stats.spare_segment_files <= 2);
     // Until the segment new blocks go to is a recycled file (its older bytes past the fill).
     let mut more = 0;
