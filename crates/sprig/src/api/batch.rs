@@ -564,26 +564,36 @@ impl WriteBatch {
         let mut located = Vec::with_capacity(keys.len());
         let mut found = Vec::with_capacity(keys.len());
         let mut queued = FastSet::default();
-        // The keys not located yet, found in the directory together (their walks overlap).
-        let new: Vec<KeyPath> = keys
-            .iter()
-            .filter(|k| !t.located.contains_key(*k))
-            .copied()
-            .collect();
+        // The keys not located yet (a placeholder where each goes), found in the directory
+        // together (their walks overlap); the others from what the batch located before, in
+        // the same pass.
+        let mut new: Vec<KeyPath> = Vec::new();
+        for key in keys {
+            match t.located.get(key) {
+                Some(prefix) => located.push(*prefix),
+                None => {
+                    located.push(Prefix::root());
+                    new.push(*key);
+                }
+            }
+        }
+        if new.is_empty() {
+            return Ok((located, wanted, found));
+        }
         // Large sets are cut in chunks located on every core.
         let chunks: Vec<&[KeyPath]> = new.chunks(LOCATE_CHUNK).collect();
         let mut fresh = map_on_cores(&chunks, 2, |chunk| dir.locate_many(chunk))
             .into_iter()
             .flatten();
-        for key in keys {
-            if let Some(prefix) = t.located.get(key) {
-                located.push(*prefix);
+        let mut next_new = new.iter().peekable();
+        for (key, slot) in keys.iter().zip(located.iter_mut()) {
+            if next_new.next_if(|k| *k == key).is_none() {
                 continue;
             }
             let (prefix, page) = fresh
                 .next()
                 .ok_or_else(|| Error::internal("the directory located fewer keys than asked"))?;
-            located.push(prefix);
+            *slot = prefix;
             found.push((*key, prefix));
             if let Some(r) = page {
                 if !t.pages.contains_key(&prefix) && queued.insert(prefix) {
