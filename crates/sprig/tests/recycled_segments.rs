@@ -47,6 +47,17 @@ fn files(dir: &Path) -> (Vec<(u32, u64, u64)>, BTreeSet<u64>) {
     (segments, spares)
 }
 
+/// Note the spare files' inodes in `spares_seen`; whether the newest segment file is one of
+/// them (a recycled file, its older bytes past the fill).
+fn newest_is_recycled(dir: &Path, spares_seen: &mut BTreeSet<u64>) -> bool {
+    let (segments, spares) = files(dir);
+    let recycled = segments
+        .last()
+        .is_some_and(|(_, ino, _)| spares_seen.contains(ino));
+    spares_seen.extend(spares);
+    recycled
+}
+
 /// Commit `n` batches of updates to the 2,000 keys (every fourth value kept outside the pages)
 /// to `db` and `model`, from round `from`; after each, `each(db)`.
 fn commit_rounds(
@@ -116,11 +127,7 @@ fn new_segments_take_emptied_files_and_a_clean_reopen_finds_nothing_unaccounted(
         more += 1;
         assert!(more < 200, "the newest segment never was a recycled file");
         commit_rounds(&db, &mut model, 60 + more, 1, &mut |_| {
-            let (segments, spares) = files(dir.path());
-            newest_recycled = segments
-                .last()
-                .is_some_and(|(_, ino, _)| spare_inodes.contains(ino));
-            spare_inodes.extend(spares);
+            newest_recycled = newest_is_recycled(dir.path(), &mut spare_inodes);
         });
     }
     assert_holds(&db, &model);
@@ -189,11 +196,7 @@ fn lost_records_are_found_in_a_recycled_segment() {
         assert!(round < 300, "the newest segment never was a recycled file");
         let mut recycled = false;
         commit_rounds(&db, &mut model, round, 1, &mut |_| {
-            let (segments, spares) = files(dir.path());
-            recycled = segments
-                .last()
-                .is_some_and(|(_, ino, _)| spare_inodes.contains(ino));
-            spare_inodes.extend(spares);
+            recycled = newest_is_recycled(dir.path(), &mut spare_inodes);
         });
         if !recycled {
             continue;
