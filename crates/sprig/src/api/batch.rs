@@ -689,39 +689,46 @@ impl WriteBatch {
         let hasher = self.inner.hasher;
         let id = table.id;
         let base_dir = table.dir(&self.base.tables)?.clone();
-        let touched: Vec<KeyPath> = {
-            let t = self.tables.get(&id).map(|t| (&t.changes, &t.reads));
-            let mut k: Vec<KeyPath> = Vec::new();
-            if let Some((changes, reads)) = t {
-                k.extend(changes.keys().copied());
-                k.extend(reads.iter().copied());
-            }
-            k.sort_unstable_by(key_order);
-            k.dedup();
-            k
-        };
-        // Each key's region, found once (the loads and the cut into regions below use it).
-        // Upserts resolve against the stored values, so with any (or few keys) the pages are
-        // loaded first; otherwise those still on the SSD are read while the regions whose
-        // pages are at hand are rewritten, and each of the others as soon as its page arrives.
+        let mut touched: Vec<KeyPath> = Vec::new();
+        if let Some(t) = self.tables.get(&id) {
+            touched.extend(t.changes.keys().copied());
+            touched.extend(t.reads.iter().copied());
+        }
         let upserts = self
             .tables
             .get(&id)
             .is_some_and(|t| t.changes.values().any(|op| matches!(op, Op::Upsert(_))));
-        let (located, unloaded) = if upserts || touched.len() < PARALLEL_MIN_REGIONS {
-            (self.prefetch_located(table, &touched)?, Vec::new())
-        } else {
-            let (located, wanted, _) = self.locate(table, &touched)?;
-            (located, wanted)
-        };
-        let mut ops: Vec<(KeyPath, Op)> = self
+        let ops: Vec<(KeyPath, Op)> = self
             .tables
             .get_mut(&id)
             .map(|t| std::mem::take(&mut t.changes))
             .unwrap_or_default()
             .into_iter()
             .collect();
-        ops.sort_unstable_by(|(a, _), (b, _)| key_order(a, b));
+        // The keys and the changes sorted side by side, on two cores for a large batch.
+        let (touched, ops) = both(
+            touched.len() >= PARALLEL_MIN_REGIONS,
+            move || {
+                touched.sort_unstable_by(key_order);
+                touched.dedup();
+                touched
+            },
+            move || {
+                let mut ops = ops;
+                ops.sort_unstable_by(|(a, _), (b, _)| key_order(a, b));
+                ops
+            },
+        );
+        // Each key's region, found once (the loads and the cut into regions below use it).
+        // Upserts resolve against the stored values, so with any (or few keys) the pages are
+        // loaded first; otherwise those still on the SSD are read while the regions whose
+        // pages are at hand are rewritten, and each of the others as soon as its page arrives.
+        let (located, unloaded) = if upserts || touched.len() < PARALLEL_MIN_REGIONS {
+            (self.prefetch_located(table, &touched)?, Vec::new())
+        } else {
+            let (located, wanted, _) = self.locate(table, &touched)?;
+            (located, wanted)
+        };
         // Upserts take the stored value from the pages just loaded.
         let mut resolver = None;
         let mut changes: Vec<Change> = Vec::with_capacity(ops.len());
