@@ -83,6 +83,14 @@ fn commit_rounds(
     }
 }
 
+/// A new database in a directory of its own, keeping up to `recycled` spare files, and an
+/// empty model beside it.
+fn fresh(recycled: usize) -> (tempfile::TempDir, ReferenceModel, Db) {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), options(recycled)).unwrap();
+    (dir, ReferenceModel::new(Hasher::Blake3), db)
+}
+
 fn assert_holds(db: &Db, model: &ReferenceModel) {
     assert_eq!(db.root(), model.root());
     let view = db.view();
@@ -96,9 +104,7 @@ fn assert_holds(db: &Db, model: &ReferenceModel) {
 /// blocks go to is a recycled file holding older bytes past its fill.
 #[test]
 fn new_segments_take_emptied_files_and_a_clean_reopen_finds_nothing_unaccounted() {
-    let dir = tempfile::tempdir().unwrap();
-    let mut model = ReferenceModel::new(Hasher::Blake3);
-    let db = Db::open(dir.path(), options(2)).unwrap();
+    let (dir, mut model, db) = fresh(2);
     let mut spare_inodes = BTreeSet::new();
     let mut reused = 0usize;
     let mut newest_recycled = false;
@@ -152,9 +158,7 @@ fn new_segments_take_emptied_files_and_a_clean_reopen_finds_nothing_unaccounted(
 /// With `recycled_segments: 0` no file is kept: emptied segment files are deleted.
 #[test]
 fn with_recycling_off_no_file_is_kept() {
-    let dir = tempfile::tempdir().unwrap();
-    let mut model = ReferenceModel::new(Hasher::Blake3);
-    let db = Db::open(dir.path(), options(0)).unwrap();
+    let (dir, mut model, db) = fresh(0);
     let mut seen = 0usize;
     commit_rounds(&db, &mut model, 0, 40, &mut |db| {
         let (segments, spares) = files(dir.path());
@@ -171,9 +175,7 @@ fn with_recycling_off_no_file_is_kept() {
 /// refuses: the log is cut back to where it was two commits earlier.
 #[test]
 fn lost_records_are_found_in_a_recycled_segment() {
-    let dir = tempfile::tempdir().unwrap();
-    let mut model = ReferenceModel::new(Hasher::Blake3);
-    let db = Db::open(dir.path(), options(2)).unwrap();
+    let (dir, mut model, db) = fresh(2);
     let mut spare_inodes = BTreeSet::new();
     let mut round = 0;
     let logs = |dir: &Path| -> Vec<(String, u64)> {

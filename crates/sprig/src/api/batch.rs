@@ -564,16 +564,18 @@ impl WriteBatch {
         let mut located = Vec::with_capacity(keys.len());
         let mut found = Vec::with_capacity(keys.len());
         let mut queued = FastSet::default();
-        // The keys not located yet (a placeholder where each goes), found in the directory
-        // together (their walks overlap); the others from what the batch located before, in
-        // the same pass.
+        // The keys not located yet (and where each goes: its place holds the root until then),
+        // found in the directory together (their walks overlap); the others from what the
+        // batch located before, in the same pass.
         let mut new: Vec<KeyPath> = Vec::new();
-        for key in keys {
+        let mut new_at: Vec<usize> = Vec::new();
+        for (i, key) in keys.iter().enumerate() {
             match t.located.get(key) {
                 Some(prefix) => located.push(*prefix),
                 None => {
                     located.push(Prefix::root());
                     new.push(*key);
+                    new_at.push(i);
                 }
             }
         }
@@ -585,14 +587,13 @@ impl WriteBatch {
         let mut fresh = map_on_cores(&chunks, 2, |chunk| dir.locate_many(chunk))
             .into_iter()
             .flatten();
-        let mut next_new = new.iter().peekable();
-        for (key, slot) in keys.iter().zip(located.iter_mut()) {
-            if next_new.next_if(|k| *k == key).is_none() {
-                continue;
-            }
+        for (key, i) in new.iter().zip(new_at) {
             let (prefix, page) = fresh
                 .next()
                 .ok_or_else(|| Error::internal("the directory located fewer keys than asked"))?;
+            let slot = located
+                .get_mut(i)
+                .ok_or_else(|| Error::internal("a new key's place beyond the keys"))?;
             *slot = prefix;
             found.push((*key, prefix));
             if let Some(r) = page {

@@ -8,8 +8,9 @@
 //!
 //! A recycled file holds its former contents past what the new segment wrote. Nothing reads
 //! there through a durable pointer, and every read is checked (a page against the checksum the
-//! directory holds, a value against its header and hash), so old bytes are never served;
-//! recovery tells them from the pages of a commit that never completed by their commit stamps
+//! directory holds, a value against its header and hash), so old bytes are never served. A
+//! commit that leaves older bytes right after its last block writes an end marker there
+//! (`log/stager.rs`), and recovery's look for a lost commit's pages past the fill stops at it
 //! (`log/recovery.rs`).
 //!
 //! Crash safety is that of the deletion it replaces: a segment is retired only once the

@@ -61,7 +61,8 @@ pub fn end_marker_block(segment: u32, block: u32) -> [u8; BLOCK_BYTES] {
 
 /// Whether `bytes` (a block read at `block` of `segment`) is the end marker written there.
 pub fn is_end_marker(bytes: &[u8], segment: u32, block: u32) -> bool {
-    bytes == end_marker_block(segment, block).as_slice()
+    // Most blocks a recovery looks at are pages or values: told apart by the first bytes.
+    bytes.starts_with(&END_MARKER_MAGIC) && bytes == end_marker_block(segment, block).as_slice()
 }
 
 /// A location: segment id in the high 32 bits, block index in the low 32 bits.
