@@ -495,6 +495,12 @@ impl Arena {
         }
     }
 
+    /// Whether `id` is a low branch: its node is not stored but hashed from its children's,
+    /// which sit in slots of their own (a twig holds its pages in its own slot).
+    pub fn is_low(&self, id: NodeId) -> bool {
+        matches!(id.kind(), Kind::Low(..))
+    }
+
     /// The height of `id` as far as low branches go: 0 for a page or an empty region, more
     /// than [`LOW_HEIGHT`] for a branch that stores its node.
     fn height(&self, id: NodeId) -> u32 {

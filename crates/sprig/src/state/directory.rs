@@ -23,6 +23,10 @@ use std::sync::Arc;
 /// The bits of a key path: no walk goes deeper.
 const KEY_BITS: usize = 256;
 
+/// The most keys or regions whose paths a recursive pass over the directory fetches at once,
+/// just before it walks them: what they fetch stays in the CPU's nearest caches until used.
+const WARM_CHUNK: usize = 64;
+
 /// An owned reference to a subtree of the directory: a page, an empty region, or a branch.
 /// Cloning shares it; dropping the last reference frees what only it held.
 pub struct Subtree {
@@ -477,36 +481,53 @@ impl Directory {
     /// [`Directory::replace`], whose one-path-at-a-time descent would otherwise wait for each
     /// miss in turn. A hint only: unsorted positions warm less, never change a result.
     pub fn warm(&self, positions: &[Prefix]) {
+        self.warm_positions_from(self.root, 0, positions);
+    }
+
+    /// [`Directory::warm`] below node `id` at `depth` bits, for `positions` under it.
+    fn warm_positions_from(&self, id: NodeId, depth: usize, positions: &[Prefix]) {
         let _visited = self.warm_with(
+            (id, depth),
             positions.len(),
             |k| positions.get(k).map_or(0, Prefix::depth),
             |k, depth| positions.get(k).is_some_and(|p| p.bit(depth)),
         );
     }
 
-    /// [`Directory::warm`] over the paths of sorted keys, down to their pages.
-    pub fn warm_keys(&self, keys: &[KeyPath]) {
+    /// [`Directory::warm`] over the paths of sorted keys below node `id` at `depth` bits, down
+    /// to their pages.
+    fn warm_keys_from(&self, id: NodeId, depth: usize, keys: &[KeyPath]) {
         let _visited = self.warm_with(
+            (id, depth),
             keys.len(),
             |_| KEY_BITS,
             |k, depth| keys.get(k).is_some_and(|key| bit_at(key, depth)),
         );
     }
 
-    /// Walk down level by level over `n` sorted targets (target `k` is `depth_of(k)` bits long,
-    /// its bits `bit_of(k, depth)`), visiting each node on their paths once with the range of
-    /// targets under it, and prefetching both children of every node of the next level before
-    /// visiting any. Returns the number of nodes visited (the root aside).
+    /// Walk down level by level from node `start` (at its depth) over `n` sorted targets
+    /// (target `k` is `depth_of(k)` bits long, its bits `bit_of(k, depth)`), visiting each node
+    /// on their paths once with the range of targets under it, and prefetching both children
+    /// of every node of the next level before visiting any. A sibling off the paths whose node
+    /// is not stored (a low branch) is hashed from the nodes below it when a pass asks for its
+    /// node, so its children are fetched too, a level later, down to nodes that are stored.
+    /// Returns the number of nodes on the paths visited (the start aside), and of low
+    /// branches below siblings whose children were fetched.
     fn warm_with(
         &self,
+        start: (NodeId, usize),
         n: usize,
         depth_of: impl Fn(usize) -> usize,
         bit_of: impl Fn(usize, usize) -> bool,
-    ) -> usize {
+    ) -> (usize, usize) {
         let mut visited = 0;
-        let mut level: Vec<(NodeId, usize, std::ops::Range<usize>)> = vec![(self.root, 0, 0..n)];
+        let mut lows = 0;
+        let mut level: Vec<(NodeId, usize, std::ops::Range<usize>)> =
+            vec![(start.0, start.1, 0..n)];
         let mut next = Vec::new();
-        while !level.is_empty() {
+        let mut below: Vec<NodeId> = Vec::new();
+        let mut next_below: Vec<NodeId> = Vec::new();
+        while !level.is_empty() || !below.is_empty() {
             for (id, depth, range) in level.drain(..) {
                 let Some((l, r)) = self.arena.children(id) else {
                     continue;
@@ -535,15 +556,32 @@ impl Directory {
                 }
                 if start < split {
                     next.push((l, depth + 1, start..split));
+                } else if start < range.end && self.arena.is_low(l) {
+                    next_below.push(l);
                 }
                 if split < range.end {
                     next.push((r, depth + 1, split..range.end));
+                } else if start < range.end && self.arena.is_low(r) {
+                    next_below.push(r);
+                }
+            }
+            // The children of low siblings fetched a level ago, and theirs in turn.
+            lows += below.len();
+            for id in below.drain(..) {
+                if let Some((l, r)) = self.arena.children(id) {
+                    for child in [l, r] {
+                        self.arena.prefetch(child);
+                        if self.arena.is_low(child) {
+                            next_below.push(child);
+                        }
+                    }
                 }
             }
             visited += next.len();
             std::mem::swap(&mut level, &mut next);
+            std::mem::swap(&mut below, &mut next_below);
         }
-        visited
+        (visited, lows)
     }
 
     /// Walk from the root toward `n` targets at once, one level per round for every walk still
@@ -709,16 +747,15 @@ impl Directory {
             prefixes.push(p);
             slots.push(Some(s));
         }
-        self.warm(&prefixes);
         let known = known.unwrap_or(NodeId::EMPTY);
         let mut placed = vec![NodeId::EMPTY; prefixes.len()];
         let root = self.replace_at(
-            self.root,
-            known,
+            (self.root, known),
             0,
             &prefixes,
             (&mut slots, &mut placed),
             &mut removed,
+            true,
         )?;
         let dir = Directory {
             arena: self.arena.clone(),
@@ -738,15 +775,22 @@ impl Directory {
     /// (`NodeId::EMPTY` otherwise).
     fn replace_at<'a>(
         &'a self,
-        id: NodeId,
-        known: NodeId,
+        (id, known): (NodeId, NodeId),
         depth: usize,
         regions: &[Prefix],
         slots: (&mut [Option<Subtree>], &mut [NodeId]),
         removed: &mut Tally,
+        cold: bool,
     ) -> Result<Held<'a>, DirectoryError> {
         let arena: &Arena = &self.arena;
         let (slots, placed) = slots;
+        // As in `prove_at`: the paths below are fetched just before they are walked.
+        let cold = if cold && !regions.is_empty() && regions.len() <= WARM_CHUNK {
+            self.warm_positions_from(id, depth, regions);
+            false
+        } else {
+            cold
+        };
         match regions {
             [] => return Ok(Held::shared(arena, id)),
             [p] if p.depth() == depth => {
@@ -780,8 +824,22 @@ impl Directory {
         let (known_left, known_right) = arena
             .children(known)
             .unwrap_or((NodeId::EMPTY, NodeId::EMPTY));
-        let l = self.replace_at(left, known_left, depth + 1, lr, (ls, &mut *lp), removed)?;
-        let r = self.replace_at(right, known_right, depth + 1, rr, (rs, &mut *rp), removed)?;
+        let l = self.replace_at(
+            (left, known_left),
+            depth + 1,
+            lr,
+            (ls, &mut *lp),
+            removed,
+            cold,
+        )?;
+        let r = self.replace_at(
+            (right, known_right),
+            depth + 1,
+            rr,
+            (rs, &mut *rp),
+            removed,
+            cold,
+        )?;
         let branch = Held::branch(self.hasher, l, r, arena.branch_node(known));
         // A region placed just below is where the branch holds it (its twig's, for a page).
         // Only then are the branch's children read again.
@@ -889,8 +947,7 @@ impl Directory {
         region: &mut RegionProver<'_>,
         out: &mut Vec<ProofNode>,
     ) -> Result<(), DirectoryError> {
-        self.warm_keys(keys);
-        self.prove_at(self.root, Prefix::root(), keys, region, out)
+        self.prove_at(self.root, Prefix::root(), keys, region, out, true)
     }
 
     fn prove_at(
@@ -900,7 +957,18 @@ impl Directory {
         keys: &[KeyPath],
         region: &mut RegionProver<'_>,
         out: &mut Vec<ProofNode>,
+        cold: bool,
     ) -> Result<(), DirectoryError> {
+        // `cold`: no walk above fetched this subtree's paths. They are fetched together just
+        // before this walk needs them, once few enough keys are left that what they fetch
+        // stays in the CPU's nearest caches (fetched all at once, a large batch's paths would
+        // be evicted again before the walk reached most of them).
+        let cold = if cold && !keys.is_empty() && keys.len() <= WARM_CHUNK {
+            self.warm_keys_from(id, pos.depth(), keys);
+            false
+        } else {
+            cold
+        };
         if keys.is_empty() {
             let n = self.arena.node(id);
             out.push(if n == TERMINATOR {
@@ -921,8 +989,8 @@ impl Directory {
                 let depth = pos.depth();
                 let split = keys.partition_point(|k| !bit_at(k, depth));
                 let (kl, kr) = keys.split_at(split);
-                self.prove_at(l, pos.child(false), kl, region, out)?;
-                self.prove_at(r, pos.child(true), kr, region, out)?;
+                self.prove_at(l, pos.child(false), kl, region, out, cold)?;
+                self.prove_at(r, pos.child(true), kr, region, out, cold)?;
             }
         }
         Ok(())
@@ -1116,10 +1184,26 @@ mod tests {
                     }
                     nodes.len()
                 };
-                let visited = dir.warm_with(sorted_keys.len(), |_| KEY_BITS, |k, d| bit_at(&sorted_keys[k], d));
+                let (visited, lows) = dir.warm_with((dir.root, 0), sorted_keys.len(), |_| KEY_BITS, |k, d| bit_at(&sorted_keys[k], d));
                 prop_assert_eq!(visited, on_paths(&mut sorted_keys.iter().map(|k| (*k, dir.locate(k).0.depth()))));
+                // ... and fetches below each sibling off the paths that is a low branch, through
+                // every low branch under it: the nodes a pass hashes the sibling's node from.
+                let arena = &dir.arena;
+                fn low_chain(arena: &Arena, id: NodeId) -> usize {
+                    match arena.children(id) {
+                        Some((l, r)) if arena.is_low(id) => 1 + low_chain(arena, l) + low_chain(arena, r),
+                        _ => 0,
+                    }
+                }
+                let mut on: std::collections::BTreeSet<Prefix> = std::collections::BTreeSet::new();
+                for k in &sorted_keys {
+                    on.extend((0..dir.locate(k).0.depth()).map(|d| Prefix::of_key(k, d)));
+                }
+                let siblings = on.iter().flat_map(|p| [p.child(false), p.child(true)]).filter(|c| !on.contains(c) && !sorted_keys.iter().any(|k| c.contains(k)));
+                let want: usize = siblings.filter_map(|c| dir.id_at(&c)).map(|id| low_chain(arena, id)).sum();
+                prop_assert_eq!(lows, want);
                 let positions: Vec<Prefix> = sorted(&model).into_iter().map(|(p, _)| p).collect();
-                let visited = dir.warm_with(positions.len(), |k| positions[k].depth(), |k, d| positions[k].bit(d));
+                let (visited, _) = dir.warm_with((dir.root, 0), positions.len(), |k| positions[k].depth(), |k, d| positions[k].bit(d));
                 prop_assert_eq!(visited, on_paths(&mut positions.iter().map(|p| (*p.bits(), p.depth()))));
                 // The sparse branches above each region: the ancestors holding at most
                 // `limit` entries, shallowest first.
