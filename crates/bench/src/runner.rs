@@ -13,7 +13,6 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use sprig::core::{Hasher, ReferenceModel};
 use sprig::hex;
 use sprig::{KeyPath, Node};
-use std::collections::{HashMap, HashSet};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -99,11 +98,16 @@ pub fn create(
     Ok(state)
 }
 
+/// The harness's maps of key paths: a fast seeded hasher, the same for every engine (the
+/// harness's own work is timed with each engine's batches, so it should cost little).
+type Map<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
+type Set<K> = std::collections::HashSet<K, foldhash::fast::RandomState>;
+
 /// The state a batch executes against: the values read from the engine at the batch's start
 /// and the batch's own writes so far.
 struct BatchState {
-    base: HashMap<KeyPath, Option<Vec<u8>>>,
-    local: HashMap<KeyPath, Option<Vec<u8>>>,
+    base: Map<KeyPath, Option<Vec<u8>>>,
+    local: Map<KeyPath, Option<Vec<u8>>>,
 }
 
 /// Somewhere operations can run: a batch over an engine, or the reference model.
@@ -160,7 +164,7 @@ fn execute(ops: &[Op], state: &mut impl State, log: &mut Vec<Option<Vec<u8>>>) {
 
 /// The keys a batch reads before it can execute, each once, in first-use order.
 fn keys_read(ops: &[Op]) -> Vec<KeyPath> {
-    let mut seen = HashSet::new();
+    let mut seen = Set::default();
     ops.iter()
         .filter_map(|op| match op {
             Op::Read(k) | Op::Add(k, _) => Some(*k),
@@ -276,7 +280,8 @@ pub fn run(
             .saturating_sub(io0.read_bytes);
         let mut batch = BatchState {
             base: keys.into_iter().zip(values).collect(),
-            local: HashMap::new(),
+            // Sized for the batch's writes up front: growing it rehashes every entry again.
+            local: Map::with_capacity_and_hasher(ops.len(), Default::default()),
         };
         let mut log = Vec::new();
         execute(&ops, &mut batch, &mut log);

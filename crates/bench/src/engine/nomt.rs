@@ -83,7 +83,7 @@ pub struct NomtEngine {
     db: Nomt<Blake3Hasher>,
     session: Option<Session<Blake3Hasher>>,
     /// What the current batch read, for its witness and `finish`.
-    read: HashMap<KeyPath, Option<Vec<u8>>>,
+    read: HashMap<KeyPath, Option<Vec<u8>>, foldhash::fast::RandomState>,
     threads: usize,
 }
 
@@ -95,7 +95,7 @@ impl NomtEngine {
         Ok(NomtEngine {
             db,
             session: None,
-            read: HashMap::new(),
+            read: HashMap::default(),
             threads: if args.serial_reads { 1 } else { args.threads },
         })
     }
