@@ -476,15 +476,11 @@ impl Directory {
             .collect()
     }
 
-    /// Bring the nodes on the paths to `positions` (sorted, as [`Directory::replace`] sorts
-    /// them) into the CPU's cache ahead of a recursive pass over them such as
-    /// [`Directory::replace`], whose one-path-at-a-time descent would otherwise wait for each
-    /// miss in turn. A hint only: unsorted positions warm less, never change a result.
-    pub fn warm(&self, positions: &[Prefix]) {
-        self.warm_positions_from(self.root, 0, positions);
-    }
-
-    /// [`Directory::warm`] below node `id` at `depth` bits, for `positions` under it.
+    /// Bring the nodes on the paths below node `id` (at `depth` bits) to `positions` (sorted,
+    /// as [`Directory::replace`] sorts them) into the CPU's cache ahead of a recursive pass
+    /// over them such as [`Directory::replace`], whose one-path-at-a-time descent would
+    /// otherwise wait for each miss in turn. A hint only: unsorted positions warm less, never
+    /// change a result.
     fn warm_positions_from(&self, id: NodeId, depth: usize, positions: &[Prefix]) {
         let _visited = self.warm_with(
             (id, depth),
@@ -494,8 +490,7 @@ impl Directory {
         );
     }
 
-    /// [`Directory::warm`] over the paths of sorted keys below node `id` at `depth` bits, down
-    /// to their pages.
+    /// [`Directory::warm_positions_from`] over the paths of sorted keys, down to their pages.
     fn warm_keys_from(&self, id: NodeId, depth: usize, keys: &[KeyPath]) {
         let _visited = self.warm_with(
             (id, depth),
