@@ -482,7 +482,7 @@ impl Directory {
     /// otherwise wait for each miss in turn. A hint only: unsorted positions warm less, never
     /// change a result.
     fn warm_positions_from(&self, id: NodeId, depth: usize, positions: &[Prefix]) {
-        let _visited = self.warm_with(
+        let _counts = self.warm_with(
             (id, depth),
             positions.len(),
             |k| positions.get(k).map_or(0, Prefix::depth),
@@ -492,7 +492,7 @@ impl Directory {
 
     /// [`Directory::warm_positions_from`] over the paths of sorted keys, down to their pages.
     fn warm_keys_from(&self, id: NodeId, depth: usize, keys: &[KeyPath]) {
-        let _visited = self.warm_with(
+        let _counts = self.warm_with(
             (id, depth),
             keys.len(),
             |_| KEY_BITS,
@@ -819,22 +819,11 @@ impl Directory {
         let (known_left, known_right) = arena
             .children(known)
             .unwrap_or((NodeId::EMPTY, NodeId::EMPTY));
-        let l = self.replace_at(
-            (left, known_left),
-            depth + 1,
-            lr,
-            (ls, &mut *lp),
-            removed,
-            cold,
-        )?;
-        let r = self.replace_at(
-            (right, known_right),
-            depth + 1,
-            rr,
-            (rs, &mut *rp),
-            removed,
-            cold,
-        )?;
+        let mut below = |ids, regions: &[Prefix], slots: (&mut [Option<Subtree>], &mut [NodeId])| {
+            self.replace_at(ids, depth + 1, regions, slots, removed, cold)
+        };
+        let l = below((left, known_left), lr, (ls, &mut *lp))?;
+        let r = below((right, known_right), rr, (rs, &mut *rp))?;
         let branch = Held::branch(self.hasher, l, r, arena.branch_node(known));
         // A region placed just below is where the branch holds it (its twig's, for a page).
         // Only then are the branch's children read again.
