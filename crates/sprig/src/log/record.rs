@@ -995,9 +995,11 @@ pub fn for_each_replaced_disk_page<'a>(
     f: &mut dyn FnMut(u64),
 ) {
     let prefixes: Vec<Prefix> = prefixes.into_iter().copied().collect();
-    for old in dir.nodes_at(&prefixes).into_iter().flatten() {
-        for_each_disk_page(&old, f);
-    }
+    dir.for_each_page_at(&prefixes, &mut |p| {
+        if let PageLoc::Disk(l) = p.loc {
+            f(l);
+        }
+    });
 }
 
 /// Visit the location of every on-disk page under `node`.

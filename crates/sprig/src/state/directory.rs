@@ -636,6 +636,24 @@ impl Directory {
             .collect()
     }
 
+    /// Visit every page under each of `positions` (sorted, as [`Directory::nodes_at`] takes
+    /// them) that is a position of the directory, position by position, each in key order:
+    /// [`Directory::nodes_at`] and a walk of each node found, without taking a reference to
+    /// any node (a reference is an atomic add on a count other cores write too).
+    pub fn for_each_page_at(&self, positions: &[Prefix], f: &mut dyn FnMut(&PageRef)) {
+        let ends = self.descend_all(positions.len(), |k, depth| {
+            positions
+                .get(k)
+                .filter(|p| depth < p.depth())
+                .map(|p| p.bit(depth))
+        });
+        for (p, (id, depth)) in positions.iter().zip(ends) {
+            if depth == p.depth() {
+                walk_pages(&self.arena, id, *p, &mut |_, _, r| f(&r));
+            }
+        }
+    }
+
     /// The subtree at `pos`, if `pos` is a position of the directory (not inside a page).
     pub fn node_at(&self, pos: &Prefix) -> Option<Subtree> {
         self.id_at(pos).map(|id| Subtree::shared(&self.arena, id))
@@ -1157,6 +1175,17 @@ mod tests {
                 let alone = ids(positions.iter().map(|p| dir.node_at(p)).collect());
                 prop_assert!(alone.iter().any(Option::is_none) || model.len() == 1);
                 prop_assert_eq!(ids(dir.nodes_at(&positions)), alone);
+                // The pages under them, visited in the same descent, are the walks of the
+                // nodes found.
+                let at = |r: &PageRef| match r.loc { PageLoc::Disk(l) => l, PageLoc::Memory(_) => u64::MAX };
+                let mut visited = Vec::new();
+                dir.for_each_page_at(&positions, &mut |r| visited.push(at(r)));
+                let mut walked = Vec::new();
+                for node in dir.nodes_at(&positions).into_iter().flatten() {
+                    node.for_each_page(&mut |r| walked.push(at(r)));
+                }
+                prop_assert!(!walked.is_empty() || entries(&model) == 0);
+                prop_assert_eq!(visited, walked);
                 // Warming visits each node on the paths once: to the keys' pages (keys sorted),
                 // and to the regions.
                 let mut sorted_keys = keys.clone();
