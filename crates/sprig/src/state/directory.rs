@@ -623,6 +623,15 @@ impl Directory {
     /// level's next nodes prefetched before any is read, as in [`Directory::locate_many`]), so
     /// the cache misses of a batch of positions overlap.
     pub fn nodes_at(&self, positions: &[Prefix]) -> Vec<Option<Subtree>> {
+        self.ids_at(positions)
+            .into_iter()
+            .map(|id| id.map(|id| Subtree::shared(&self.arena, id)))
+            .collect()
+    }
+
+    /// The node at each of `positions` that is a position of the directory, their walks
+    /// going down together (see [`Directory::nodes_at`]); ids valid while `self` lives.
+    fn ids_at(&self, positions: &[Prefix]) -> Vec<Option<NodeId>> {
         let ends = self.descend_all(positions.len(), |k, depth| {
             positions
                 .get(k)
@@ -632,7 +641,7 @@ impl Directory {
         positions
             .iter()
             .zip(ends)
-            .map(|(p, (id, depth))| (depth == p.depth()).then(|| Subtree::shared(&self.arena, id)))
+            .map(|(p, (id, depth))| (depth == p.depth()).then_some(id))
             .collect()
     }
 
@@ -641,14 +650,8 @@ impl Directory {
     /// [`Directory::nodes_at`] and a walk of each node found, without taking a reference to
     /// any node (a reference is an atomic add on a count other cores write too).
     pub fn for_each_page_at(&self, positions: &[Prefix], f: &mut dyn FnMut(&PageRef)) {
-        let ends = self.descend_all(positions.len(), |k, depth| {
-            positions
-                .get(k)
-                .filter(|p| depth < p.depth())
-                .map(|p| p.bit(depth))
-        });
-        for (p, (id, depth)) in positions.iter().zip(ends) {
-            if depth == p.depth() {
+        for (p, id) in positions.iter().zip(self.ids_at(positions)) {
+            if let Some(id) = id {
                 walk_pages(&self.arena, id, *p, &mut |_, _, r| f(&r));
             }
         }
