@@ -15,12 +15,30 @@ use std::path::Path;
 fn files_bytes(path: &Path) -> CliResult<u64> {
     let entries = std::fs::read_dir(path)
         .map_err(|e| CliError::io("listing", path.display().to_string(), e))?;
+    sum_file_bytes(path, entries)
+}
+
+/// The size of the listed files. A file gone between the listing and its `stat` (a process
+/// writing to the database deletes emptied segments and old logs) holds no bytes any more
+/// and counts none; any other failure is an error.
+fn sum_file_bytes(
+    path: &Path,
+    entries: impl IntoIterator<Item = std::io::Result<std::fs::DirEntry>>,
+) -> CliResult<u64> {
     let mut total = 0u64;
     for entry in entries {
         let entry = entry.map_err(|e| CliError::io("listing", path.display().to_string(), e))?;
-        let meta = entry
-            .metadata()
-            .map_err(|e| CliError::io("reading", entry.path().display().to_string(), e))?;
+        let meta = match entry.metadata() {
+            Ok(meta) => meta,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(e) => {
+                return Err(CliError::io(
+                    "reading",
+                    entry.path().display().to_string(),
+                    e,
+                ))
+            }
+        };
         if meta.is_file() {
             total += meta.len();
         }
@@ -268,4 +286,23 @@ pub fn check(ctx: &Ctx) -> CliResult<Outcome> {
         outcome.code = exit::CORRUPTION;
     }
     Ok(outcome)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A file deleted between the listing and its `stat` counts nothing instead of failing
+    /// `stats` (it did, with "No such file or directory", while a writer deleted a segment).
+    #[test]
+    fn a_file_gone_after_the_listing_counts_nothing() {
+        let dir = tempfile::tempdir().expect("temporary directory");
+        std::fs::write(dir.path().join("kept"), [0u8; 100]).expect("write");
+        std::fs::write(dir.path().join("gone"), [0u8; 4000]).expect("write");
+        let listed: Vec<_> = std::fs::read_dir(dir.path()).expect("list").collect();
+        std::fs::remove_file(dir.path().join("gone")).expect("remove");
+        let total = sum_file_bytes(dir.path(), listed).expect("a vanished file is no error");
+        assert_eq!(total, 100);
+        assert_eq!(files_bytes(dir.path()).expect("sizes"), 100);
+    }
 }
