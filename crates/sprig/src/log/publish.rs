@@ -19,7 +19,7 @@
 use crate::error::{Error, Result};
 use crate::io::Storage;
 use crate::log::checkpoint::{checkpoint_file_name, Checkpoint};
-use crate::log::record::{apply_record_noting, CommitRecord, Prior};
+use crate::log::record::{apply_record_noting, CommitRecord, EncodeError, Prior};
 use crate::log::recovery::Snapshot;
 use crate::log::segments::{segment_file_name, SegmentTable};
 use crate::log::stager::Staged;
@@ -82,13 +82,16 @@ impl Log {
                 record.seq
             )));
         }
-        let payload = record
-            .encode()
-            .map_err(|e| Error::internal(e.to_string()))?;
-        // Pair assertion: what replay checks, checked before anything is written.
-        record
-            .check_bounds(w.table.segment_blocks)
-            .map_err(|e| Error::internal(format!("a commit record replay would refuse: {e}")))?;
+        // Pair assertion: what replay checks, checked before anything is written (in the
+        // encoding's walk of the record's pages).
+        let (payload, checked) = record
+            .encode_checked(w.table.segment_blocks)
+            .map_err(|e| match e {
+                EncodeError::Unwritten(e) => Error::internal(e.to_string()),
+                EncodeError::OutOfBounds(e) => {
+                    Error::internal(format!("a commit record replay would refuse: {e}"))
+                }
+            })?;
         prior
             .check(head, record)
             .map_err(|e| Error::internal(format!("a committer's own result: {e}")))?;
@@ -121,7 +124,7 @@ impl Log {
         failpoint!("commit.record_synced");
         let (wal_id, _) = w.log_position()?;
         let mut released = Vec::new();
-        let tables = apply_record_noting(head, &mut w.table, record, prior, &mut |l| {
+        let tables = apply_record_noting(head, &mut w.table, checked, prior, &mut |l| {
             released.push(l)
         })
             .map_err(|e| Error::corruption(wal_file_name(wal_id), 0, e.to_string()))?;

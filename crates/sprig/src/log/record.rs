@@ -38,6 +38,28 @@ pub struct UnwrittenPage;
 
 /// Append the pre-order encoding of a directory subtree.
 pub fn encode_subtree(node: &Subtree, out: &mut impl Put) -> Result<(), UnwrittenPage> {
+    encode_subtree_checking(node, out, &mut |_| Ok(()))
+}
+
+/// Why a record could not be encoded together with the check of its bounds.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum EncodeError {
+    /// It refers to a page not yet written.
+    #[error(transparent)]
+    Unwritten(#[from] UnwrittenPage),
+    /// Something it says about segments no commit can have written (as
+    /// [`CommitRecord::check_bounds`] finds it).
+    #[error(transparent)]
+    OutOfBounds(#[from] ApplyError),
+}
+
+/// [`encode_subtree`], passing the location of every page encoded to `check`: one walk of
+/// the subtree for both.
+fn encode_subtree_checking<E: From<UnwrittenPage>>(
+    node: &Subtree,
+    out: &mut impl Put,
+    check: &mut dyn FnMut(u64) -> Result<(), E>,
+) -> Result<(), E> {
     let arena = node.arena();
     let mut stack = vec![node_id(node)];
     while let Some(id) = stack.pop() {
@@ -45,8 +67,9 @@ pub fn encode_subtree(node: &Subtree, out: &mut impl Put) -> Result<(), Unwritte
             Slot::Empty => out.put_u8(TAG_EMPTY),
             Slot::Page(p) => {
                 let PageLoc::Disk(l) = p.loc else {
-                    return Err(UnwrittenPage);
+                    return Err(UnwrittenPage.into());
                 };
+                check(l)?;
                 out.put_u8(TAG_PAGE);
                 out.put_u64(l);
                 out.put_u64(p.checksum);
@@ -415,6 +438,33 @@ impl CommitRecord {
 
     /// Encode the record's payload.
     pub fn encode(&self) -> Result<Vec<u8>, UnwrittenPage> {
+        self.encode_with(&mut |_| Ok(()))
+    }
+
+    /// Encode the record's payload and check its bounds against segments of `segment_blocks`
+    /// blocks, as [`CommitRecord::check_bounds`] does, in the same walk of its regions: what
+    /// a commit does before writing the record (one walk of a commit's pages fewer).
+    pub fn encode_checked(
+        &self,
+        segment_blocks: u32,
+    ) -> Result<(Vec<u8>, Checked<'_>), EncodeError> {
+        let payload = self.encode_with(&mut |l| {
+            check_loc(l, segment_blocks).map_err(|what| {
+                EncodeError::OutOfBounds(ApplyError::OutOfBounds(format!(
+                    "page at {}: {what}",
+                    describe(l)
+                )))
+            })
+        })?;
+        let checked = self.check_bounds_beside_regions(segment_blocks)?;
+        Ok((payload, checked))
+    }
+
+    /// The payload, passing every page location of the regions to `check` on the way.
+    fn encode_with<E: From<UnwrittenPage>>(
+        &self,
+        check: &mut dyn FnMut(u64) -> Result<(), E>,
+    ) -> Result<Vec<u8>, E> {
         let regions: usize = self.tables.iter().map(|t| t.regions.len()).sum();
         let mut out = Vec::with_capacity(64 + regions * (35 + PAGE_REF_BYTES));
         out.put_u64(self.seq);
@@ -435,7 +485,7 @@ impl CommitRecord {
             for (prefix, subtree) in &t.regions {
                 out.put_u16(prefix.len_u16());
                 out.extend_from_slice(prefix.bits());
-                encode_subtree(subtree, &mut out)?;
+                encode_subtree_checking(subtree, &mut out, check)?;
             }
         }
         out.put_count(self.values_written.len());
@@ -610,13 +660,28 @@ pub fn check_subtree_locs(node: &Subtree, segment_blocks: u32) -> Result<(), Str
     bad.map_or(Ok(()), Err)
 }
 
+/// A record whose bounds were checked against segments of a size ([`CommitRecord::check_bounds`],
+/// [`CommitRecord::encode_checked`]): what [`apply_record_noting`] takes, so that it need not
+/// walk every page of the record again.
+#[derive(Clone, Copy)]
+pub struct Checked<'r> {
+    record: &'r CommitRecord,
+    segment_blocks: u32,
+}
+
 impl CommitRecord {
     /// Check everything the record says about segments against segments of `segment_blocks`
     /// blocks: what replay refuses, so a commit checks it before writing the record.
-    pub fn check_bounds(&self, segment_blocks: u32) -> Result<(), ApplyError> {
+    pub fn check_bounds(&self, segment_blocks: u32) -> Result<Checked<'_>, ApplyError> {
         for (_, _, subtree) in self.regions() {
             check_subtree_locs(subtree, segment_blocks).map_err(ApplyError::OutOfBounds)?;
         }
+        self.check_bounds_beside_regions(segment_blocks)
+    }
+
+    /// [`CommitRecord::check_bounds`] for all but the pages of the regions, which the caller
+    /// has checked.
+    fn check_bounds_beside_regions(&self, segment_blocks: u32) -> Result<Checked<'_>, ApplyError> {
         for u in &self.unions {
             match u {
                 UnionChange::Set { state, .. } => {
@@ -657,7 +722,10 @@ impl CommitRecord {
             }
             after = Some(*id);
         }
-        Ok(())
+        Ok(Checked {
+            record: self,
+            segment_blocks,
+        })
     }
 }
 
@@ -668,7 +736,8 @@ pub fn apply_record(
     table: &mut SegmentTable,
     record: &CommitRecord,
 ) -> Result<Tables, ApplyError> {
-    apply_record_noting(tables, table, record, &Prior::default(), &mut |_| {})
+    let checked = record.check_bounds(table.segment_blocks)?;
+    apply_record_noting(tables, table, checked, &Prior::default(), &mut |_| {})
 }
 
 /// What a committer already holds of a record's resulting directory, for one table.
@@ -768,12 +837,18 @@ impl Replaced {
 pub fn apply_record_noting(
     tables: &Tables,
     table: &mut SegmentTable,
-    record: &CommitRecord,
+    record: Checked<'_>,
     prior: &Prior,
     released: &mut dyn FnMut(u64),
 ) -> Result<Tables, ApplyError> {
     let Prior { known, replaced } = prior;
-    record.check_bounds(table.segment_blocks)?;
+    if record.segment_blocks != table.segment_blocks {
+        return Err(ApplyError::OutOfBounds(format!(
+            "a record checked against segments of {} blocks applied to segments of {}",
+            record.segment_blocks, table.segment_blocks
+        )));
+    }
+    let record = record.record;
     // Compute the whole result before touching the accounting.
     let mut next = tables.clone();
     let mut dropped = Vec::new();
@@ -1128,7 +1203,20 @@ mod tests {
                 "{what}: {e:?}"
             );
             assert_eq!(accounting(&table), before, "{what}: partly applied");
+            // A commit's check before writing (in the encoding's walk) refuses it too.
+            let e = bad.encode_checked(SEGMENT_BLOCKS).err();
+            assert!(
+                matches!(e, Some(EncodeError::OutOfBounds(ApplyError::OutOfBounds(_)))),
+                "{what}, encoded: {e:?}"
+            );
         }
+        // What a commit encodes with the check is the plain encoding, and a record checked
+        // against one segment size is refused for another.
+        let (payload, checked) = good.encode_checked(SEGMENT_BLOCKS).unwrap();
+        assert_eq!(payload, good.encode().unwrap());
+        let mut other = SegmentTable::new(SEGMENT_BLOCKS * 2);
+        let e = apply_record_noting(&empty, &mut other, checked, &Prior::default(), &mut |_| {});
+        assert!(matches!(e, Err(ApplyError::OutOfBounds(_))), "{:?}", e.err());
 
         // A page in segment 0 is refused while decoding (the directory's node store cannot
         // hold one: it takes segment 0 for a page held in memory).
@@ -1190,7 +1278,8 @@ mod tests {
                 replaced: vec![replaced],
             };
             let mut released = Vec::new();
-            apply_record_noting(&first, table, &second, &prior, &mut |l| released.push(l))
+            let checked = second.check_bounds(table.segment_blocks).unwrap();
+            apply_record_noting(&first, table, checked, &prior, &mut |l| released.push(l))
                 .map(|_| released)
         };
         let mut t = table.clone();
