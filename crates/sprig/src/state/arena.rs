@@ -183,6 +183,16 @@ impl<const N: usize> Slots<N> {
         self.live.fetch_sub(1, Ordering::Relaxed);
         self.free.lock().push(i);
     }
+
+    /// Give back the slots `ids` (freed together: one turn of the free list's lock, which the
+    /// committing thread's allocations take too, instead of one per slot).
+    fn release_all(&self, ids: &mut Vec<u32>) {
+        if ids.is_empty() {
+            return;
+        }
+        self.live.fetch_sub(ids.len() as u64, Ordering::Relaxed);
+        self.free.lock().append(ids);
+    }
 }
 
 fn load(words: &[AtomicU32], at: usize) -> u32 {
@@ -835,6 +845,9 @@ impl Arena {
         // stack stays bounded by the directory's depth times the round.
         let mut gone = vec![id];
         let mut children: Vec<NodeId> = Vec::with_capacity(2 * RELEASE_ROUND);
+        // The round's freed slots of each kind, given back together at its end.
+        let [mut pages, mut twigs, mut lows, mut branches]: [Vec<u32>; 4] =
+            std::array::from_fn(|_| Vec::with_capacity(RELEASE_ROUND));
         while !gone.is_empty() {
             // Every use of these nodes happened before this point.
             fence(Ordering::Acquire);
@@ -847,7 +860,7 @@ impl Arena {
                         if words.slab_index().is_some() {
                             self.memory.lock().let_go(words);
                         }
-                        self.pages.release(i);
+                        pages.push(i);
                     }
                     // The last reference to a page of a twig was the last to the twig.
                     Kind::Twig(t) | Kind::Inline(t, _) => {
@@ -858,20 +871,24 @@ impl Arena {
                             memory.let_go(l);
                             memory.let_go(r);
                         }
-                        self.twigs.release(t);
+                        twigs.push(t);
                     }
                     Kind::Low(i, _) => {
                         let (l, r) = self.branch_children(id);
                         children.extend([l, r]);
-                        self.lows.release(i);
+                        lows.push(i);
                     }
                     Kind::Branch(i) => {
                         let (l, r) = self.branch_children(id);
                         children.extend([l, r]);
-                        self.branches.release(i);
+                        branches.push(i);
                     }
                 }
             }
+            self.pages.release_all(&mut pages);
+            self.twigs.release_all(&mut twigs);
+            self.lows.release_all(&mut lows);
+            self.branches.release_all(&mut branches);
             for child in &children {
                 self.prefetch(*child);
             }
