@@ -845,9 +845,9 @@ impl Arena {
         // stack stays bounded by the directory's depth times the round.
         let mut gone = vec![id];
         let mut children: Vec<NodeId> = Vec::with_capacity(2 * RELEASE_ROUND);
-        // The round's freed slots of each kind, given back together at its end.
-        let [mut pages, mut twigs, mut lows, mut branches]: [Vec<u32>; 4] =
-            std::array::from_fn(|_| Vec::with_capacity(RELEASE_ROUND));
+        // The round's freed slots of each kind, given back together at its end (allocated
+        // only for the kinds a release frees).
+        let [mut pages, mut twigs, mut lows, mut branches]: [Vec<u32>; 4] = Default::default();
         while !gone.is_empty() {
             // Every use of these nodes happened before this point.
             fence(Ordering::Acquire);
