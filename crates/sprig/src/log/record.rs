@@ -450,10 +450,7 @@ impl CommitRecord {
     ) -> Result<(Vec<u8>, Checked<'_>), EncodeError> {
         let payload = self.encode_with(&mut |l| {
             check_loc(l, segment_blocks).map_err(|what| {
-                EncodeError::OutOfBounds(ApplyError::OutOfBounds(format!(
-                    "page at {}: {what}",
-                    describe(l)
-                )))
+                EncodeError::OutOfBounds(ApplyError::OutOfBounds(page_out_of_bounds(l, what)))
             })
         })?;
         let checked = self.check_bounds_beside_regions(segment_blocks)?;
@@ -646,6 +643,11 @@ fn describe(l: u64) -> String {
     format!("segment {} block {}", loc_segment(l), loc_block(l))
 }
 
+/// What is wrong with the page location `l`, for messages.
+fn page_out_of_bounds(l: u64, what: &str) -> String {
+    format!("page at {}: {what}", describe(l))
+}
+
 /// Check the location of every on-disk page under `node` against segments of
 /// `segment_blocks` blocks; the error names the first bad one.
 pub fn check_subtree_locs(node: &Subtree, segment_blocks: u32) -> Result<(), String> {
@@ -653,7 +655,7 @@ pub fn check_subtree_locs(node: &Subtree, segment_blocks: u32) -> Result<(), Str
     for_each_disk_page(node, &mut |l| {
         if bad.is_none() {
             if let Err(what) = check_loc(l, segment_blocks) {
-                bad = Some(format!("page at {}: {what}", describe(l)));
+                bad = Some(page_out_of_bounds(l, what));
             }
         }
     });
@@ -908,8 +910,8 @@ pub fn apply_record_noting(
                 #[cfg(debug_assertions)]
                 {
                     let mut walked = Vec::new();
-                    let prefixes = t.regions.iter().map(|(p, _)| p);
-                    for_each_replaced_disk_page(before, prefixes, &mut |l| walked.push(l));
+                    let prefixes: Vec<Prefix> = t.regions.iter().map(|(p, _)| *p).collect();
+                    for_each_replaced_disk_page(before, &prefixes, &mut |l| walked.push(l));
                     assert_eq!(locs, &walked[..], "replaced pages computed ahead differ");
                 }
                 Some(locs)
@@ -933,11 +935,10 @@ pub fn apply_record_noting(
             };
             match ahead {
                 Some(locs) => locs.iter().for_each(|l| release(*l)),
-                None => for_each_replaced_disk_page(
-                    before,
-                    t.regions.iter().map(|(p, _)| p),
-                    &mut release,
-                ),
+                None => {
+                    let prefixes: Vec<Prefix> = t.regions.iter().map(|(p, _)| *p).collect();
+                    for_each_replaced_disk_page(before, &prefixes, &mut release)
+                }
             }
         }
         for (_, subtree) in &t.regions {
@@ -1064,13 +1065,8 @@ fn apply_unions(
 
 /// Call `f` with the location of every on-disk page of `dir` that replacing the regions at
 /// `prefixes` supersedes.
-pub fn for_each_replaced_disk_page<'a>(
-    dir: &Directory,
-    prefixes: impl IntoIterator<Item = &'a Prefix>,
-    f: &mut dyn FnMut(u64),
-) {
-    let prefixes: Vec<Prefix> = prefixes.into_iter().copied().collect();
-    dir.for_each_page_at(&prefixes, &mut |p| {
+pub fn for_each_replaced_disk_page(dir: &Directory, prefixes: &[Prefix], f: &mut dyn FnMut(u64)) {
+    dir.for_each_page_at(prefixes, &mut |p| {
         if let PageLoc::Disk(l) = p.loc {
             f(l);
         }
