@@ -50,6 +50,9 @@ fn a_large_load_returns_every_value_in_place_and_reports_corruption() {
         read >= 512,
         "{read} pages read in one load: too few for two shares of 128 or more"
     );
+    // Every key is asked, so every page is read, each once: the load's runs of keys share the
+    // pages of regions that straddle them.
+    assert_eq!(read, db.stats().pages, "a page read twice, or not at all");
     assert!(
         got == expected,
         "a batch's large load put a value in another key's place"
@@ -88,4 +91,63 @@ fn a_large_load_returns_every_value_in_place_and_reports_corruption() {
         batch.get_many(&asked),
         Err(Error::Corruption { .. })
     ));
+}
+
+/// A batch's large load whose keys fall in a few regions, each holding the keys of several of
+/// the load's runs (a key asked many times): every value comes back in its place, and each
+/// page is read once.
+#[test]
+fn a_region_spanning_many_runs_of_a_load_is_read_once() {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let options = Options {
+        page_cache_bytes: 0,
+        ..Options::default()
+    };
+    let db = Db::open(dir.path(), options).unwrap();
+    let keys: Vec<KeyPath> = (0..200u32).map(|i| db.key_path(&i.to_le_bytes())).collect();
+    let mut b = db.begin();
+    for k in &keys {
+        b.put(*k, value(k)).unwrap();
+    }
+    db.commit(b.finish().unwrap()).unwrap();
+    let pages = db.stats().pages;
+    assert!(
+        pages >= 2,
+        "{pages} pages: the test needs regions beside each other"
+    );
+    // Each key 60 times, some absent keys between: 12,000 keys over a handful of regions.
+    let mut asked: Vec<KeyPath> = Vec::new();
+    for round in 0..60u32 {
+        for (i, k) in keys.iter().enumerate() {
+            asked.push(*k);
+            if i % 40 == 0 {
+                asked.push(db.key_path(&[b"absent".as_slice(), &round.to_le_bytes()].concat()));
+            }
+        }
+    }
+    let present: std::collections::HashSet<KeyPath> = keys.iter().copied().collect();
+    let expected: Vec<Option<Vec<u8>>> = asked
+        .iter()
+        .map(|k| present.contains(k).then(|| value(k)))
+        .collect();
+    let before = db.stats().batch_page_reads;
+    let mut batch = db.begin();
+    let got = batch.get_many(&asked).unwrap();
+    assert!(got == expected, "a value in another key's place");
+    assert_eq!(
+        db.stats().batch_page_reads - before,
+        pages,
+        "a page read twice, or not at all"
+    );
+    // Asked again: every page is the batch's already, none is read.
+    let got = batch.get_many(&asked).unwrap();
+    assert!(
+        got == expected,
+        "a value in another key's place, asked again"
+    );
+    assert_eq!(
+        db.stats().batch_page_reads - before,
+        pages,
+        "a page read again"
+    );
 }

@@ -42,6 +42,10 @@ enum Op {
 
 /// Below this many keys, `get_many` finds their values on the calling thread alone.
 const GET_MANY_PARALLEL_MIN: usize = 2048;
+/// The keys of a large `get_many` one core locates, reads and answers at a time (see
+/// `WriteBatch::stored_streamed`): a few thousand pages, enough reads to keep the SSD's queue
+/// full while the other core finds values, and runs enough for both cores.
+const GET_MANY_CHUNK: usize = 2048;
 
 /// The reads, changes and loaded pages of one table in a batch.
 #[derive(Default)]
@@ -53,6 +57,37 @@ struct TableBatch {
     /// The region (in the base version) of every key whose page is loaded, so that a key is
     /// found in the directory once per batch, not at each of its prefetch, get and finish.
     located: FastMap<KeyPath, Prefix>,
+}
+
+impl TableBatch {
+    /// Whether the batch sets `key` outright (put or delete), so that its stored value is never
+    /// shown (an upsert's is: it resolves against it).
+    fn overrides(&self, key: &KeyPath) -> bool {
+        matches!(self.changes.get(key), Some(Op::Put(_) | Op::Delete))
+    }
+}
+
+/// Where the page of a key of a streamed `get_many`'s run is (see `WriteBatch::stored_run`).
+enum RunPlace {
+    /// Read by this run: its index among the run's reads.
+    Read(usize),
+    /// Loaded by the batch before, under this region (or none there).
+    Batch(Prefix),
+    /// Read by the run before (the key is answered after every run).
+    Before,
+}
+
+/// What one run of a streamed `get_many` found (see `WriteBatch::stored_run`).
+#[derive(Default)]
+struct StoredRun {
+    /// Keys located for the first time (their pages loaded, or their regions without one).
+    found: Vec<(KeyPath, Prefix)>,
+    /// Pages the run read or took from the cache, by region.
+    loaded: Vec<(Prefix, Arc<Page>)>,
+    /// The stored value of each key answered, by its index among the keys asked.
+    answers: Vec<(usize, Option<Vec<u8>>)>,
+    /// Keys (by index) of a region the run before reads, and the region.
+    deferred: Vec<(usize, Prefix)>,
 }
 
 /// A set of reads and changes on one version, not yet applied. Changes to any number of
@@ -258,29 +293,180 @@ impl WriteBatch {
     /// # Ok(()) }
     /// ```
     pub fn get_many_in(&mut self, table: &Table, keys: &[KeyPath]) -> Result<Vec<Option<Vec<u8>>>> {
-        let located = self.prefetch_located(table, keys)?;
+        let stored = if keys.len() < GET_MANY_PARALLEL_MIN {
+            let located = self.prefetch_located(table, keys)?;
+            let t = self.table_mut(table)?;
+            let overridden: Vec<bool> = keys.iter().map(|k| t.overrides(k)).collect();
+            keys.iter()
+                .zip(&located)
+                .zip(overridden)
+                .map(|((key, prefix), overridden)| match overridden {
+                    true => Ok(None),
+                    false => self.value_at(table, prefix, key),
+                })
+                .collect::<Result<Vec<_>>>()?
+        } else {
+            self.stored_streamed(table, keys)?
+        };
         let t = self.table_mut(table)?;
         t.reads.extend(keys.iter().copied());
         let ops: Vec<Option<Op>> = keys.iter().map(|k| t.changes.get(k).cloned()).collect();
-        // The stored value of every key the batch did not put or delete.
-        let wanted: Vec<(&KeyPath, &Prefix, bool)> = keys
-            .iter()
-            .zip(&located)
-            .zip(&ops)
-            .map(|((k, p), op)| (k, p, !matches!(op, Some(Op::Put(_) | Op::Delete))))
-            .collect();
-        let stored = map_on_cores(&wanted, GET_MANY_PARALLEL_MIN, |(key, prefix, wanted)| {
-            if *wanted {
-                self.value_at(table, prefix, key)
-            } else {
-                Ok(None)
-            }
-        });
         keys.iter()
             .zip(ops)
             .zip(stored)
-            .map(|((key, op), stored)| self.as_seen(table, key, op, stored?))
+            .map(|((key, op), stored)| self.as_seen(table, key, op, stored))
             .collect()
+    }
+
+    /// The stored values (in the base version) of a large set of `keys`, in their order; none
+    /// for a key the batch puts or deletes, whose stored value it never shows.
+    ///
+    /// The keys are sorted and cut into runs of [`GET_MANY_CHUNK`]; each run is located, its
+    /// missing pages read and its values found on one core, run after run on every core. While
+    /// one core walks the directory or reads values out of pages, the other's reads keep the
+    /// SSD busy: done as three steps over all the keys, the walk and the value reads ran with
+    /// no read in flight (about a sixth of a read phase at transfer 2^24).
+    ///
+    /// Runs are key ranges, so only a region that straddles two runs has keys in both: its page
+    /// is read by the first run that has a key in it, and the later runs' keys in it are
+    /// answered once every run is done (a page is still read once).
+    fn stored_streamed(&mut self, table: &Table, keys: &[KeyPath]) -> Result<Vec<Option<Vec<u8>>>> {
+        self.table_mut(table)?;
+        let mut sorted: Vec<(KeyPath, usize)> = keys.iter().copied().zip(0..).collect();
+        sorted.sort_unstable_by(|a, b| key_order(&a.0, &b.0));
+        // Each run by its first key's place among the sorted keys.
+        let starts: Vec<usize> = (0..sorted.len()).step_by(GET_MANY_CHUNK).collect();
+        let answered = {
+            let this = &*self;
+            let dir = table.dir(&this.base.tables)?;
+            let t = this
+                .tables
+                .get(&table.id)
+                .ok_or_else(|| Error::internal("a batch's table vanished while reading"))?;
+            let sorted = &sorted;
+            map_on_cores(&starts, 2, |start| {
+                let run = sorted.get(*start..).unwrap_or_default();
+                let run = run.get(..GET_MANY_CHUNK).unwrap_or(run);
+                // The previous run's last key.
+                let before = start
+                    .checked_sub(1)
+                    .and_then(|i| sorted.get(i))
+                    .map(|(k, _)| k);
+                this.stored_run(table, dir, t, run, before)
+            })
+        };
+        let mut stored: Vec<Option<Vec<u8>>> = vec![None; keys.len()];
+        let mut deferred: Vec<(usize, Prefix)> = Vec::new();
+        let t = self
+            .tables
+            .get_mut(&table.id)
+            .ok_or_else(|| Error::internal("a batch's table vanished while reading"))?;
+        for run in answered {
+            let run = run?;
+            t.pages.extend(run.loaded);
+            t.located.extend(run.found);
+            for (i, value) in run.answers {
+                let slot = stored
+                    .get_mut(i)
+                    .ok_or_else(|| Error::internal("an answer for no key"))?;
+                *slot = value;
+            }
+            deferred.extend(run.deferred);
+        }
+        // Keys of regions a run before theirs read: every page is loaded now.
+        for (i, prefix) in deferred {
+            let key = keys
+                .get(i)
+                .ok_or_else(|| Error::internal("a deferred answer for no key"))?;
+            let t = self.table_mut(table)?;
+            let overridden = t.overrides(key);
+            t.located.insert(*key, prefix);
+            if !overridden {
+                let value = self.value_at(table, &prefix, key)?;
+                if let Some(slot) = stored.get_mut(i) {
+                    *slot = value;
+                }
+            }
+        }
+        Ok(stored)
+    }
+
+    /// One run of [`WriteBatch::stored_streamed`], on the calling thread: locate the run's keys
+    /// not located before, read the pages of their regions (except a region that holds
+    /// `before`, the previous run's last key: that run reads it), and find the stored values.
+    fn stored_run(
+        &self,
+        table: &Table,
+        dir: &Directory,
+        t: &TableBatch,
+        run: &[(KeyPath, usize)],
+        before: Option<&KeyPath>,
+    ) -> Result<StoredRun> {
+        let fresh: Vec<KeyPath> = run
+            .iter()
+            .filter(|(k, _)| !t.located.contains_key(k))
+            .map(|(k, _)| *k)
+            .collect();
+        let mut fresh_located = dir.locate_many(&fresh).into_iter();
+        let mut out = StoredRun::default();
+        // Per key of the run, where its page is: read by this run (its index in `wanted`),
+        // loaded by the batch before under its region (or none there: a region without a page
+        // holds no value), or read by the run before.
+        let mut wanted: Vec<(Prefix, PageRef)> = Vec::new();
+        let mut places: Vec<RunPlace> = Vec::with_capacity(run.len());
+        for (key, i) in run {
+            if let Some(prefix) = t.located.get(key) {
+                places.push(RunPlace::Batch(*prefix));
+                continue;
+            }
+            let (prefix, page) = fresh_located
+                .next()
+                .ok_or_else(|| Error::internal("the directory located fewer keys than asked"))?;
+            let Some(r) = page.filter(|_| !t.pages.contains_key(&prefix)) else {
+                out.found.push((*key, prefix));
+                places.push(RunPlace::Batch(prefix));
+                continue;
+            };
+            if before.is_some_and(|k| prefix.contains(k)) {
+                out.deferred.push((*i, prefix));
+                places.push(RunPlace::Before);
+                continue;
+            }
+            out.found.push((*key, prefix));
+            // Sorted keys: the keys of one region are neighbours.
+            if wanted.last().is_none_or(|(p, _)| *p != prefix) {
+                wanted.push((prefix, r));
+            }
+            places.push(RunPlace::Read(wanted.len() - 1));
+        }
+        let mut loaded: Vec<Option<Arc<Page>>> = vec![None; wanted.len()];
+        self.inner
+            .load_pages_each(&wanted, ReadKind::Batch, true, &mut |i, page| {
+                let slot = loaded
+                    .get_mut(i)
+                    .ok_or_else(|| Error::internal("a page loaded for no request"))?;
+                *slot = Some(page);
+                Ok(())
+            })?;
+        out.answers.reserve(run.len());
+        for ((key, i), place) in run.iter().zip(&places) {
+            let page = match place {
+                _ if t.overrides(key) => continue,
+                RunPlace::Before => continue,
+                RunPlace::Read(at) => loaded.get(*at).and_then(Option::as_ref),
+                RunPlace::Batch(prefix) => t.pages.get(prefix),
+            };
+            let value = match page.and_then(|p| p.get(key)) {
+                Some(v) => Some(self.inner.value_bytes(&self.base, table.id, key, v)?),
+                None => None,
+            };
+            out.answers.push((*i, value));
+        }
+        for ((prefix, _), page) in wanted.into_iter().zip(loaded) {
+            let page = page.ok_or_else(|| Error::internal("a page asked for was not loaded"))?;
+            out.loaded.push((prefix, page));
+        }
+        Ok(out)
     }
 
     /// A key's value as the batch sees it: its change `op` in the batch (if any) over its
