@@ -18,6 +18,7 @@ use crate::state::{FastMap, FastSet};
 use crate::stats::ReadKind;
 use crate::write::cores::{both, map_on_cores};
 use crate::write::engine::Inner;
+use crate::write::read::{in_sorted_runs, key_order};
 use crate::write::rewrite::{
     branches_above, merge_sparse, rewrite_regions, rewrite_regions_loading, RegionWork,
     PARALLEL_MIN_REGIONS,
@@ -42,10 +43,6 @@ enum Op {
 
 /// Below this many keys, `get_many` finds their values on the calling thread alone.
 const GET_MANY_PARALLEL_MIN: usize = 2048;
-/// The keys of a large `get_many` one core locates, reads and answers at a time (see
-/// `WriteBatch::stored_streamed`): a few thousand pages, enough reads to keep the SSD's queue
-/// full while the other core finds values, and runs enough for both cores.
-const GET_MANY_CHUNK: usize = 2048;
 
 /// The reads, changes and loaded pages of one table in a batch.
 #[derive(Default)]
@@ -65,29 +62,6 @@ impl TableBatch {
     fn overrides(&self, key: &KeyPath) -> bool {
         matches!(self.changes.get(key), Some(Op::Put(_) | Op::Delete))
     }
-}
-
-/// Where the page of a key of a streamed `get_many`'s run is (see `WriteBatch::stored_run`).
-enum RunPlace {
-    /// Read by this run: its index among the run's reads.
-    Read(usize),
-    /// Loaded by the batch before, under this region (or none there).
-    Batch(Prefix),
-    /// Read by the run before (the key is answered after every run).
-    Before,
-}
-
-/// What one run of a streamed `get_many` found (see `WriteBatch::stored_run`).
-#[derive(Default)]
-struct StoredRun {
-    /// Keys located for the first time (their pages loaded, or their regions without one).
-    found: Vec<(KeyPath, Prefix)>,
-    /// Pages the run read or took from the cache, by region.
-    loaded: Vec<(Prefix, Arc<Page>)>,
-    /// The stored value of each key answered, by its index among the keys asked.
-    answers: Vec<(usize, Option<Vec<u8>>)>,
-    /// Keys (by index) of a region the run before reads, and the region.
-    deferred: Vec<(usize, Prefix)>,
 }
 
 /// A set of reads and changes on one version, not yet applied. Changes to any number of
@@ -296,6 +270,7 @@ impl WriteBatch {
         let stored = if keys.len() < GET_MANY_PARALLEL_MIN {
             let located = self.prefetch_located(table, keys)?;
             let t = self.table_mut(table)?;
+            t.reads.extend(keys.iter().copied());
             let overridden: Vec<bool> = keys.iter().map(|k| t.overrides(k)).collect();
             keys.iter()
                 .zip(&located)
@@ -309,7 +284,6 @@ impl WriteBatch {
             self.stored_streamed(table, keys)?
         };
         let t = self.table_mut(table)?;
-        t.reads.extend(keys.iter().copied());
         let ops: Vec<Option<Op>> = keys.iter().map(|k| t.changes.get(k).cloned()).collect();
         keys.iter()
             .zip(ops)
@@ -319,60 +293,77 @@ impl WriteBatch {
     }
 
     /// The stored values (in the base version) of a large set of `keys`, in their order; none
-    /// for a key the batch puts or deletes, whose stored value it never shows.
+    /// for a key the batch puts or deletes, whose stored value it never shows. The keys join
+    /// the batch's reads (its witness).
     ///
-    /// The keys are sorted and cut into runs of [`GET_MANY_CHUNK`]; each run is located, its
-    /// missing pages read and its values found on one core, run after run on every core. While
-    /// one core walks the directory or reads values out of pages, the other's reads keep the
-    /// SSD busy: done as three steps over all the keys, the walk and the value reads ran with
-    /// no read in flight (about a sixth of a read phase at transfer 2^24).
-    ///
-    /// Runs are key ranges, so only a region that straddles two runs has keys in both: its page
-    /// is read by the first run that has a key in it, and the later runs' keys in it are
-    /// answered once every run is done (a page is still read once).
+    /// Streamed ([`in_sorted_runs`]): each run of the sorted keys is located (those the batch
+    /// has not located before), its pages the batch does not hold read, and its values found,
+    /// on one core; a region whose keys straddle runs is read by the first of them, and the
+    /// later runs' keys in it are answered once every run is done.
     fn stored_streamed(&mut self, table: &Table, keys: &[KeyPath]) -> Result<Vec<Option<Vec<u8>>>> {
         self.table_mut(table)?;
-        let mut sorted: Vec<(KeyPath, usize)> = keys.iter().copied().zip(0..).collect();
-        sorted.sort_unstable_by(|a, b| key_order(&a.0, &b.0));
-        // Each run by its first key's place among the sorted keys.
-        let starts: Vec<usize> = (0..sorted.len()).step_by(GET_MANY_CHUNK).collect();
-        let answered = {
+        let runs = {
             let this = &*self;
             let dir = table.dir(&this.base.tables)?;
             let t = this
                 .tables
                 .get(&table.id)
                 .ok_or_else(|| Error::internal("a batch's table vanished while reading"))?;
-            let sorted = &sorted;
-            map_on_cores(&starts, 2, |start| {
-                let run = sorted.get(*start..).unwrap_or_default();
-                let run = run.get(..GET_MANY_CHUNK).unwrap_or(run);
-                // The previous run's last key.
-                let before = start
-                    .checked_sub(1)
-                    .and_then(|i| sorted.get(i))
-                    .map(|(k, _)| k);
-                this.stored_run(table, dir, t, run, before)
+            in_sorted_runs(keys, |run, before| {
+                this.inner.read_run(
+                    &this.base,
+                    table.id,
+                    dir,
+                    run,
+                    before,
+                    |k| t.located.get(k).copied(),
+                    |p| t.pages.get(p),
+                    |k| t.overrides(k),
+                    ReadKind::Batch,
+                )
             })
         };
         let mut stored: Vec<Option<Vec<u8>>> = vec![None; keys.len()];
         let mut deferred: Vec<(usize, Prefix)> = Vec::new();
-        let t = self
-            .tables
-            .get_mut(&table.id)
-            .ok_or_else(|| Error::internal("a batch's table vanished while reading"))?;
-        for run in answered {
+        let (mut found, mut loaded) = (Vec::new(), Vec::new());
+        for run in runs {
             let run = run?;
-            t.pages.extend(run.loaded);
-            t.located.extend(run.found);
             for (i, value) in run.answers {
                 let slot = stored
                     .get_mut(i)
                     .ok_or_else(|| Error::internal("an answer for no key"))?;
                 *slot = value;
             }
-            deferred.extend(run.deferred);
+            deferred.extend(run.plan.deferred);
+            found.push(run.plan.found);
+            loaded.push((run.plan.wanted, run.loaded));
         }
+        // The batch's maps filled on two cores, each grown once (extending a map a run at a
+        // time rehashed it as it grew); every key asked joins the witness.
+        let t = self
+            .tables
+            .get_mut(&table.id)
+            .ok_or_else(|| Error::internal("a batch's table vanished while reading"))?;
+        let TableBatch {
+            located,
+            pages,
+            reads,
+            ..
+        } = t;
+        both(
+            true,
+            || {
+                located.reserve(found.iter().map(Vec::len).sum());
+                located.extend(found.into_iter().flatten());
+            },
+            || {
+                pages.reserve(loaded.iter().map(|(w, _)| w.len()).sum());
+                for (wanted, run_pages) in loaded {
+                    pages.extend(wanted.into_iter().map(|(p, _)| p).zip(run_pages));
+                }
+                reads.extend(keys.iter().copied());
+            },
+        );
         // Keys of regions a run before theirs read: every page is loaded now.
         for (i, prefix) in deferred {
             let key = keys
@@ -389,84 +380,6 @@ impl WriteBatch {
             }
         }
         Ok(stored)
-    }
-
-    /// One run of [`WriteBatch::stored_streamed`], on the calling thread: locate the run's keys
-    /// not located before, read the pages of their regions (except a region that holds
-    /// `before`, the previous run's last key: that run reads it), and find the stored values.
-    fn stored_run(
-        &self,
-        table: &Table,
-        dir: &Directory,
-        t: &TableBatch,
-        run: &[(KeyPath, usize)],
-        before: Option<&KeyPath>,
-    ) -> Result<StoredRun> {
-        let fresh: Vec<KeyPath> = run
-            .iter()
-            .filter(|(k, _)| !t.located.contains_key(k))
-            .map(|(k, _)| *k)
-            .collect();
-        let mut fresh_located = dir.locate_many(&fresh).into_iter();
-        let mut out = StoredRun::default();
-        // Per key of the run, where its page is: read by this run (its index in `wanted`),
-        // loaded by the batch before under its region (or none there: a region without a page
-        // holds no value), or read by the run before.
-        let mut wanted: Vec<(Prefix, PageRef)> = Vec::new();
-        let mut places: Vec<RunPlace> = Vec::with_capacity(run.len());
-        for (key, i) in run {
-            if let Some(prefix) = t.located.get(key) {
-                places.push(RunPlace::Batch(*prefix));
-                continue;
-            }
-            let (prefix, page) = fresh_located
-                .next()
-                .ok_or_else(|| Error::internal("the directory located fewer keys than asked"))?;
-            let Some(r) = page.filter(|_| !t.pages.contains_key(&prefix)) else {
-                out.found.push((*key, prefix));
-                places.push(RunPlace::Batch(prefix));
-                continue;
-            };
-            if before.is_some_and(|k| prefix.contains(k)) {
-                out.deferred.push((*i, prefix));
-                places.push(RunPlace::Before);
-                continue;
-            }
-            out.found.push((*key, prefix));
-            // Sorted keys: the keys of one region are neighbours.
-            if wanted.last().is_none_or(|(p, _)| *p != prefix) {
-                wanted.push((prefix, r));
-            }
-            places.push(RunPlace::Read(wanted.len() - 1));
-        }
-        let mut loaded: Vec<Option<Arc<Page>>> = vec![None; wanted.len()];
-        self.inner
-            .load_pages_each(&wanted, ReadKind::Batch, true, &mut |i, page| {
-                let slot = loaded
-                    .get_mut(i)
-                    .ok_or_else(|| Error::internal("a page loaded for no request"))?;
-                *slot = Some(page);
-                Ok(())
-            })?;
-        out.answers.reserve(run.len());
-        for ((key, i), place) in run.iter().zip(&places) {
-            let page = match place {
-                _ if t.overrides(key) => continue,
-                RunPlace::Before => continue,
-                RunPlace::Read(at) => loaded.get(*at).and_then(Option::as_ref),
-                RunPlace::Batch(prefix) => t.pages.get(prefix),
-            };
-            let value = match page.and_then(|p| p.get(key)) {
-                Some(v) => Some(self.inner.value_bytes(&self.base, table.id, key, v)?),
-                None => None,
-            };
-            out.answers.push((*i, value));
-        }
-        for ((prefix, _), page) in wanted.into_iter().zip(loaded) {
-            let page = page.ok_or_else(|| Error::internal("a page asked for was not loaded"))?;
-            out.loaded.push((prefix, page));
-        }
-        Ok(out)
     }
 
     /// A key's value as the batch sees it: its change `op` in the batch (if any) over its
@@ -1058,13 +971,6 @@ impl WriteBatch {
 
 /// Keys located together by one core (their walks down the directory go in step).
 const LOCATE_CHUNK: usize = 1024;
-
-/// The order of key paths (bytewise), faster than the arrays' own comparison, which calls
-/// `memcmp`: by the first eight bytes as a number, then (rarely, for hashed keys) by the rest.
-fn key_order(a: &KeyPath, b: &KeyPath) -> std::cmp::Ordering {
-    let head = |k: &KeyPath| k.first_chunk::<8>().map_or(0, |h| u64::from_be_bytes(*h));
-    head(a).cmp(&head(b)).then_with(|| a.cmp(b))
-}
 
 /// Resolve an upsert of `new` on `old` at `key` of `table`; a refusal is an invalid argument
 /// naming the key and table, and a result above [`MAX_VALUE_BYTES`] is

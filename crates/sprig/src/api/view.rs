@@ -4,17 +4,23 @@
 use crate::api::table::{table_infos, Table, TableInfo};
 use crate::error::{Error, Result};
 use crate::state::directory::Directory;
+use crate::state::page::Page;
 use crate::state::prefix::Prefix;
 use crate::state::tables::TableId;
 use crate::state::version::Version;
 use crate::state::versions::Pin;
 use crate::stats::ReadKind;
 use crate::write::engine::Inner;
+use crate::write::read::{in_sorted_runs, RunDone};
 use sprig_core::proof::{MultiProof, PathProof};
 use sprig_core::tables::{table_root_proof, TableProof};
 use sprig_core::trie::{KeyPath, Node};
 use sprig_core::{Hasher, Witness};
 use std::sync::Arc;
+
+/// The fewest keys a view's lookup streams in sorted runs on every core (see
+/// `ReadView::lookup_streamed`); fewer are located, read and answered in one pass.
+const LOOKUP_STREAMED_MIN: usize = 2048;
 
 /// A consistent, read-only view of one committed version. Commits that happen after the view
 /// was taken never change what it sees.
@@ -364,13 +370,17 @@ impl ReadView {
         self.lookup(table.dir(&self.version.tables)?, table.id, keys)
     }
 
-    /// The values of `keys` in `dir`, whose values belong to table `table`.
+    /// The values of `keys` in `dir`, whose values belong to table `table`; a large set
+    /// streamed (see [`ReadView::lookup_streamed`]).
     pub(crate) fn lookup(
         &self,
         dir: &Directory,
         table: TableId,
         keys: &[KeyPath],
     ) -> Result<Vec<Option<Vec<u8>>>> {
+        if keys.len() >= LOOKUP_STREAMED_MIN {
+            return self.lookup_streamed(dir, table, keys);
+        }
         let (pages, regions) = self.inner.pages_for(dir, keys, ReadKind::Lookup)?;
         keys.iter()
             .zip(&regions)
@@ -384,6 +394,69 @@ impl ReadView {
                 },
             )
             .collect()
+    }
+
+    /// [`ReadView::lookup`] of many keys, in sorted runs on every core ([`in_sorted_runs`]):
+    /// each run located, its pages read and its values found on one core, so one core's
+    /// directory walk and value reads overlap the other's SSD reads. A key of a region a run
+    /// before its own reads is answered from that run's page once every run is done.
+    fn lookup_streamed(
+        &self,
+        dir: &Directory,
+        table: TableId,
+        keys: &[KeyPath],
+    ) -> Result<Vec<Option<Vec<u8>>>> {
+        let runs = in_sorted_runs(keys, |run, before| {
+            self.inner.read_run(
+                &self.version,
+                table,
+                dir,
+                run,
+                before,
+                |_| None,
+                |_| None,
+                |_| false,
+                ReadKind::Lookup,
+            )
+        });
+        let runs: Vec<RunDone> = runs.into_iter().collect::<Result<_>>()?;
+        // A key of a region a run before its own reads: that region is the last that run read
+        // (its keys come last in it), or, for a region whose keys fill whole runs, the last of
+        // the first run with a key in it.
+        let mut late: Vec<(usize, Arc<Page>)> = Vec::new();
+        for (r, done) in runs.iter().enumerate() {
+            for (i, prefix) in &done.plan.deferred {
+                let page = runs
+                    .get(..r)
+                    .unwrap_or_default()
+                    .iter()
+                    .rev()
+                    .find_map(|d| match d.plan.wanted.last() {
+                        Some((q, _)) if q == prefix => d.loaded.last(),
+                        _ => None,
+                    })
+                    .ok_or_else(|| Error::internal("no run read a deferred key's page"))?;
+                late.push((*i, page.clone()));
+            }
+        }
+        let mut out: Vec<Option<Vec<u8>>> = vec![None; keys.len()];
+        for (i, value) in runs.into_iter().flat_map(|d| d.answers) {
+            let slot = out
+                .get_mut(i)
+                .ok_or_else(|| Error::internal("an answer for no key"))?;
+            *slot = value;
+        }
+        for (i, page) in late {
+            let (key, slot) = match (keys.get(i), out.get_mut(i)) {
+                (Some(k), Some(slot)) => (k, slot),
+                _ => return Err(Error::internal("a deferred answer for no key")),
+            };
+            *slot = match page.get(key) {
+                Some(v) => Some(self.inner.value_bytes(&self.version, table, key, v)?),
+                None => None,
+            };
+        }
+        Ok(out)
     }
 
     /// A proof of inclusion or exclusion of `key` against the default table's root.
