@@ -364,6 +364,16 @@ fn get_many_on_every_core_equals_one_get_per_key() {
         );
         assert!(many.iter().filter(|v| v.is_some()).count() > 2000);
     }
+    // Keys the batch has located already (asked above) between keys it has not (absent ones,
+    // whose regions' pages it holds).
+    let fresh_db = |i: u64| db.key_path(&(i + 1_000_000).to_le_bytes());
+    let mixed: Vec<KeyPath> = (0..9000u64).flat_map(|i| [key(i), fresh_db(i)]).collect();
+    let many = batch.get_many(&mixed).unwrap();
+    let one: Vec<Option<Vec<u8>>> = mixed.iter().map(|k| batch.get(k).unwrap()).collect();
+    assert!(
+        many == one,
+        "get_many disagrees with get over known and new keys"
+    );
     // Keys the batch put are answered from the batch: their stored values (here in the value
     // log) are not read.
     let overwritten: Vec<KeyPath> = (0..6000u64)
@@ -380,5 +390,5 @@ fn get_many_on_every_core_equals_one_get_per_key() {
     );
     // Every key asked joined the witness.
     let pending = batch.finish().unwrap();
-    assert_eq!(pending.witness().keys.len(), 9000);
+    assert_eq!(pending.witness().keys.len(), 18000);
 }
