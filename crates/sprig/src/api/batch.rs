@@ -18,7 +18,7 @@ use crate::state::{FastMap, FastSet};
 use crate::stats::ReadKind;
 use crate::write::cores::{both, map_on_cores};
 use crate::write::engine::Inner;
-use crate::write::read::{in_sorted_runs, key_order};
+use crate::write::read::{in_sorted_runs, key_order, RunDone};
 use crate::write::rewrite::{
     branches_above, merge_sparse, rewrite_regions, rewrite_regions_loading, RegionWork,
     PARALLEL_MIN_REGIONS,
@@ -299,7 +299,7 @@ impl WriteBatch {
     /// Streamed ([`in_sorted_runs`]): each run of the sorted keys is located (those the batch
     /// has not located before), its pages the batch does not hold read, and its values found,
     /// on one core; a region whose keys straddle runs is read by the first of them, and the
-    /// later runs' keys in it are answered once every run is done.
+    /// later runs' keys in it are answered from its page once every run is done.
     fn stored_streamed(&mut self, table: &Table, keys: &[KeyPath]) -> Result<Vec<Option<Vec<u8>>>> {
         self.table_mut(table)?;
         let runs = {
@@ -323,20 +323,40 @@ impl WriteBatch {
                 )
             })
         };
+        let runs: Vec<RunDone> = runs.into_iter().collect::<Result<_>>()?;
+        // Keys of regions a run before theirs read, answered from that run's page.
+        let t = self
+            .tables
+            .get(&table.id)
+            .ok_or_else(|| Error::internal("a batch's table vanished while reading"))?;
+        let late = self
+            .inner
+            .answer_deferred(&self.base, table.id, keys, &runs, |k| t.overrides(k))?;
         let mut stored: Vec<Option<Vec<u8>>> = vec![None; keys.len()];
-        let mut deferred: Vec<(usize, Prefix)> = Vec::new();
         let (mut found, mut loaded) = (Vec::new(), Vec::new());
         for run in runs {
-            let run = run?;
             for (i, value) in run.answers {
                 let slot = stored
                     .get_mut(i)
                     .ok_or_else(|| Error::internal("an answer for no key"))?;
                 *slot = value;
             }
-            deferred.extend(run.plan.deferred);
-            found.push(run.plan.found);
+            // A deferred key's region is known too.
+            let mut run_found = run.plan.found;
+            for (i, prefix) in run.plan.deferred {
+                let key = keys
+                    .get(i)
+                    .ok_or_else(|| Error::internal("a deferred key out of range"))?;
+                run_found.push((*key, prefix));
+            }
+            found.push(run_found);
             loaded.push((run.plan.wanted, run.loaded));
+        }
+        for (i, value) in late {
+            let slot = stored
+                .get_mut(i)
+                .ok_or_else(|| Error::internal("a deferred answer for no key"))?;
+            *slot = value;
         }
         // The batch's maps filled on two cores, each grown once (extending a map a run at a
         // time rehashed it as it grew); every key asked joins the witness.
@@ -364,21 +384,6 @@ impl WriteBatch {
                 reads.extend(keys.iter().copied());
             },
         );
-        // Keys of regions a run before theirs read: every page is loaded now.
-        for (i, prefix) in deferred {
-            let key = keys
-                .get(i)
-                .ok_or_else(|| Error::internal("a deferred answer for no key"))?;
-            let t = self.table_mut(table)?;
-            let overridden = t.overrides(key);
-            t.located.insert(*key, prefix);
-            if !overridden {
-                let value = self.value_at(table, &prefix, key)?;
-                if let Some(slot) = stored.get_mut(i) {
-                    *slot = value;
-                }
-            }
-        }
         Ok(stored)
     }
 
@@ -1328,52 +1333,5 @@ impl Pending {
     /// The overlay's version, giving up this handle's pin (a commit takes over).
     pub(crate) fn into_version(self) -> Arc<Version> {
         self.version
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// `key_order` is the bytewise order: equal to the arrays' own comparison, also for keys
-    /// that share their first eight bytes or differ only in the last bit.
-    #[test]
-    fn key_order_is_the_bytewise_order() {
-        let mut state = 0x9e37_79b9_7f4a_7c15u64;
-        let mut next = || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state
-        };
-        let mut keys: Vec<KeyPath> = Vec::new();
-        for i in 0..3000u64 {
-            let mut k = [0u8; 32];
-            for chunk in k.chunks_mut(8) {
-                chunk.copy_from_slice(&next().to_le_bytes());
-            }
-            match i % 3 {
-                // A shared head: the rest decides.
-                0 => k[..8].copy_from_slice(&[0xab; 8]),
-                // Only the last bit differs from the previous key.
-                1 => {
-                    if let Some(prev) = keys.last() {
-                        k = *prev;
-                        k[31] ^= 1;
-                    }
-                }
-                _ => {}
-            }
-            keys.push(k);
-        }
-        for a in keys.iter().take(200) {
-            for b in &keys {
-                assert_eq!(key_order(a, b), a.cmp(b));
-            }
-        }
-        let mut ours = keys.clone();
-        ours.sort_unstable_by(key_order);
-        keys.sort_unstable();
-        assert_eq!(ours, keys);
     }
 }

@@ -4,7 +4,6 @@
 use crate::api::table::{table_infos, Table, TableInfo};
 use crate::error::{Error, Result};
 use crate::state::directory::Directory;
-use crate::state::page::Page;
 use crate::state::prefix::Prefix;
 use crate::state::tables::TableId;
 use crate::state::version::Version;
@@ -420,41 +419,15 @@ impl ReadView {
             )
         });
         let runs: Vec<RunDone> = runs.into_iter().collect::<Result<_>>()?;
-        // A key of a region a run before its own reads: that region is the last that run read
-        // (its keys come last in it), or, for a region whose keys fill whole runs, the last of
-        // the first run with a key in it.
-        let mut late: Vec<(usize, Arc<Page>)> = Vec::new();
-        for (r, done) in runs.iter().enumerate() {
-            for (i, prefix) in &done.plan.deferred {
-                let page = runs
-                    .get(..r)
-                    .unwrap_or_default()
-                    .iter()
-                    .rev()
-                    .find_map(|d| match d.plan.wanted.last() {
-                        Some((q, _)) if q == prefix => d.loaded.last(),
-                        _ => None,
-                    })
-                    .ok_or_else(|| Error::internal("no run read a deferred key's page"))?;
-                late.push((*i, page.clone()));
-            }
-        }
+        let late = self
+            .inner
+            .answer_deferred(&self.version, table, keys, &runs, |_| false)?;
         let mut out: Vec<Option<Vec<u8>>> = vec![None; keys.len()];
-        for (i, value) in runs.into_iter().flat_map(|d| d.answers) {
+        for (i, value) in runs.into_iter().flat_map(|d| d.answers).chain(late) {
             let slot = out
                 .get_mut(i)
                 .ok_or_else(|| Error::internal("an answer for no key"))?;
             *slot = value;
-        }
-        for (i, page) in late {
-            let (key, slot) = match (keys.get(i), out.get_mut(i)) {
-                (Some(k), Some(slot)) => (k, slot),
-                _ => return Err(Error::internal("a deferred answer for no key")),
-            };
-            *slot = match page.get(key) {
-                Some(v) => Some(self.inner.value_bytes(&self.version, table, key, v)?),
-                None => None,
-            };
         }
         Ok(out)
     }

@@ -110,18 +110,20 @@ fn plan_run(
     known: impl Fn(&KeyPath) -> Option<Prefix>,
     held: impl Fn(&Prefix) -> bool,
 ) -> Result<RunPlan> {
+    let regions: Vec<Option<Prefix>> = run.iter().map(|(k, _)| known(k)).collect();
     let fresh: Vec<KeyPath> = run
         .iter()
-        .filter(|(k, _)| known(k).is_none())
-        .map(|(k, _)| *k)
+        .zip(&regions)
+        .filter(|(_, region)| region.is_none())
+        .map(|((k, _), _)| *k)
         .collect();
     let mut fresh_located = dir.locate_many(&fresh).into_iter();
     let mut plan = RunPlan {
         places: Vec::with_capacity(run.len()),
         ..RunPlan::default()
     };
-    for (key, i) in run {
-        if let Some(prefix) = known(key) {
+    for ((key, i), region) in run.iter().zip(regions) {
+        if let Some(prefix) = region {
             plan.places.push(RunPlace::Held(prefix));
             continue;
         }
@@ -341,6 +343,48 @@ impl Inner {
         })
     }
 
+    /// The values of the keys every run of one lookup left to a run before its own
+    /// (`RunPlan::deferred`), by their index among `keys`, as [`Inner::read_run`] would have
+    /// answered them: a deferred region is the last one that run read (its keys come last in
+    /// it), or, for a region whose keys fill whole runs, the last of the first run with a key
+    /// in it. None for a key `skip` says not to answer.
+    pub(crate) fn answer_deferred(
+        &self,
+        version: &Version,
+        table: TableId,
+        keys: &[KeyPath],
+        runs: &[RunDone],
+        skip: impl Fn(&KeyPath) -> bool,
+    ) -> Result<Vec<(usize, Option<Vec<u8>>)>> {
+        let mut answers = Vec::new();
+        for (r, done) in runs.iter().enumerate() {
+            for (i, prefix) in &done.plan.deferred {
+                let key = keys
+                    .get(*i)
+                    .ok_or_else(|| Error::internal("a deferred answer for no key"))?;
+                if skip(key) {
+                    continue;
+                }
+                let page = runs
+                    .get(..r)
+                    .unwrap_or_default()
+                    .iter()
+                    .rev()
+                    .find_map(|d| match d.plan.wanted.last() {
+                        Some((q, _)) if q == prefix => d.loaded.last(),
+                        _ => None,
+                    })
+                    .ok_or_else(|| Error::internal("no run read a deferred key's page"))?;
+                let value = match page.get(key) {
+                    Some(v) => Some(self.value_bytes(version, table, key, v)?),
+                    None => None,
+                };
+                answers.push((*i, value));
+            }
+        }
+        Ok(answers)
+    }
+
     /// The pages (by region) holding `keys` in `dir`, loaded; and each key's region, in the
     /// order of `keys` (the keys are found in the directory together, their walks overlapping).
     pub fn pages_for(
@@ -366,3 +410,49 @@ impl Inner {
     }
 }
 
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `key_order` is the bytewise order: equal to the arrays' own comparison, also for keys
+    /// that share their first eight bytes or differ only in the last bit.
+    #[test]
+    fn key_order_is_the_bytewise_order() {
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        let mut keys: Vec<KeyPath> = Vec::new();
+        for i in 0..3000u64 {
+            let mut k = [0u8; 32];
+            for chunk in k.chunks_mut(8) {
+                chunk.copy_from_slice(&next().to_le_bytes());
+            }
+            match i % 3 {
+                // A shared head: the rest decides.
+                0 => k[..8].copy_from_slice(&[0xab; 8]),
+                // Only the last bit differs from the previous key.
+                1 => {
+                    if let Some(prev) = keys.last() {
+                        k = *prev;
+                        k[31] ^= 1;
+                    }
+                }
+                _ => {}
+            }
+            keys.push(k);
+        }
+        for a in keys.iter().take(200) {
+            for b in &keys {
+                assert_eq!(key_order(a, b), a.cmp(b));
+            }
+        }
+        let mut ours = keys.clone();
+        ours.sort_unstable_by(key_order);
+        keys.sort_unstable();
+        assert_eq!(ours, keys);
+    }
+}
