@@ -311,16 +311,45 @@ impl Generator {
 
 /// Decode a balance (absent or malformed: 0) and apply a transfer leg.
 pub fn add_balance(current: Option<&[u8]>, delta: i64) -> Vec<u8> {
+    balance_after(current, delta).to_vec()
+}
+
+/// [`add_balance`] in place: a balance of eight bytes is overwritten, anything else replaced.
+pub fn add_balance_in(value: &mut Option<Vec<u8>>, delta: i64) {
+    let after = balance_after(value.as_deref(), delta);
+    match value {
+        Some(v) if v.len() == after.len() => v.copy_from_slice(&after),
+        _ => *value = Some(after.to_vec()),
+    }
+}
+
+fn balance_after(current: Option<&[u8]>, delta: i64) -> [u8; 8] {
     let balance = current
         .and_then(|v| <[u8; 8]>::try_from(v).ok())
         .map(u64::from_le_bytes)
         .unwrap_or(0);
-    balance.wrapping_add_signed(delta).to_le_bytes().to_vec()
+    balance.wrapping_add_signed(delta).to_le_bytes()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_balance_changed_in_place_equals_a_new_one() {
+        for current in [
+            None,
+            Some(vec![]),
+            Some(vec![1, 2, 3]),
+            Some(5u64.to_le_bytes().to_vec()),
+        ] {
+            for delta in [-7i64, 0, 9] {
+                let mut value = current.clone();
+                add_balance_in(&mut value, delta);
+                assert_eq!(value, Some(add_balance(current.as_deref(), delta)));
+            }
+        }
+    }
 
     #[test]
     fn batches_are_a_function_of_seed_and_state() {
