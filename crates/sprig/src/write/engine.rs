@@ -105,8 +105,14 @@ impl Inner {
     /// Drop pages taken out of the cache: many (a commit's) on the background thread, a few
     /// here (a channel send costs more than they do).
     pub fn drop_pages(&self, pages: Vec<Arc<crate::state::page::Page>>) {
-        if pages.len() >= DROP_LATER_PAGES {
-            self.versions.drop_later(pages);
+        self.drop_off_path(pages.len(), pages);
+    }
+
+    /// Drop `value`, which holds `pages` pages (or as many other allocations), on the
+    /// background thread if they are many, else here.
+    pub fn drop_off_path<T: Send + 'static>(&self, pages: usize, value: T) {
+        if pages >= DROP_LATER_PAGES {
+            self.versions.drop_later(value);
         }
     }
 
