@@ -162,7 +162,7 @@ impl ReadView {
             };
             report.bytes_read += block.len() as u64;
             let checked = verify_page_checksum(block.as_bytes(), l, r.checksum)
-                .and_then(|_| decode_page_at(block.as_bytes(), l, &prefix));
+                .and_then(|_| decode_page_at(block.as_bytes(), l, &prefix, r.checksum));
             let page = match checked {
                 Ok(p) => p,
                 Err(e) => {

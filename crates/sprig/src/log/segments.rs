@@ -519,7 +519,7 @@ impl Segments {
     pub fn read_page(&self, l: u64, sum: u64, prefix: &Prefix) -> Result<Page> {
         let mut blocks = self.read_pages(&[(l, sum, *prefix)])?;
         let block = blocks.pop().unwrap_or_default();
-        decode_page_at(block.as_bytes(), l, prefix)
+        decode_page_at(block.as_bytes(), l, prefix, sum)
     }
 
     /// Read a value from the value log and check it against its pointer. The pointer comes
@@ -616,7 +616,11 @@ fn read_error(op: &'static str, file: String, offset: u64, e: std::io::Error) ->
 
 /// Check a page's bytes against the checksum the directory holds.
 pub fn verify_page_checksum(bytes: &[u8], l: u64, expected: u64) -> Result<()> {
-    let got = checksum(bytes);
+    check_page_checksum(checksum(bytes), l, expected)
+}
+
+/// [`verify_page_checksum`] of a page whose checksum `got` is known.
+pub fn check_page_checksum(got: u64, l: u64, expected: u64) -> Result<()> {
     if got != expected {
         return Err(Error::corruption(
             segment_file_name(loc_segment(l)),
@@ -627,9 +631,10 @@ pub fn verify_page_checksum(bytes: &[u8], l: u64, expected: u64) -> Result<()> {
     Ok(())
 }
 
-/// Decode page bytes read from `l`, which must hold the region `prefix`.
-pub fn decode_page_at(bytes: &[u8], l: u64, prefix: &Prefix) -> Result<Page> {
-    let page = Page::decode(bytes).map_err(|e| {
+/// Decode page bytes read from `l`, which must hold the region `prefix`, and whose checksum
+/// `sum` the caller has checked ([`verify_page_checksum`]): the page keeps it.
+pub fn decode_page_at(bytes: &[u8], l: u64, prefix: &Prefix, sum: u64) -> Result<Page> {
+    let page = Page::decode_checked(bytes, sum).map_err(|e| {
         Error::corruption(
             segment_file_name(loc_segment(l)),
             loc_offset(l),

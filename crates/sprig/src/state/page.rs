@@ -193,10 +193,12 @@ pub struct Page {
     /// How many entries point into the value log (most pages: none, and then nothing needs
     /// relocating when the page is written).
     external: u16,
-    /// The xxh3 checksum of `bytes` of a page built in memory, computed where it is built (a
+    /// The xxh3 checksum of `bytes`: of a page built in memory, computed where it is built (a
     /// commit's regions are rebuilt on every core) rather than by the committing thread as it
-    /// writes the page; none for a page decoded from disk, whose read already checked it, or
-    /// for one pointing at a value not written yet (rebuilt before it is written).
+    /// writes the page; of a page read from disk, the one its read checked
+    /// ([`Page::decode_checked`], [`Page::decode_summed`]). None for a page decoded from bytes
+    /// of unknown checksum, or for one pointing at a value not written yet (rebuilt before it
+    /// is written).
     checksum: Option<u64>,
 }
 
@@ -368,6 +370,24 @@ impl Page {
             }
         };
         Page::parse(block, false)
+    }
+
+    /// [`Page::decode`] of bytes whose checksum is `sum`, checked by the caller (a read
+    /// compares every page with the checksum its pointer names): kept with the page, so that
+    /// writing it again (the cleaner's moves) does not compute it again.
+    pub fn decode_checked(bytes: &[u8], sum: u64) -> Result<Page, PageError> {
+        let mut page = Page::decode(bytes)?;
+        page.checksum = Some(sum);
+        Ok(page)
+    }
+
+    /// [`Page::decode`], computing the checksum of the bytes and keeping it with the page: for
+    /// a page read before anything names its checksum (the cleaner's reads), which compares it
+    /// afterwards.
+    pub fn decode_summed(bytes: &[u8]) -> Result<Page, PageError> {
+        let mut page = Page::decode(bytes)?;
+        page.checksum = Some(crate::codec::checksum(&page.bytes[..]));
+        Ok(page)
     }
 
     /// Validate a block as a page. Only a page built in memory (`in_memory`) may point at a
@@ -1206,7 +1226,8 @@ mod tests {
     }
 
     /// A page built or patched in memory carries the checksum of its bytes from where it was
-    /// built (the committing thread only reads it); a decoded page does not, its read checked it.
+    /// built (the committing thread only reads it); a decoded page carries the one its read
+    /// checked, or computed at decoding, and none when decoded plainly.
     #[test]
     fn built_pages_carry_their_checksum() {
         let h = Hasher::Blake3;
@@ -1221,6 +1242,11 @@ mod tests {
         assert_eq!(patched.checksum, Some(patched_sum));
         let decoded = Page::decode(page.bytes()).unwrap();
         assert_eq!((decoded.checksum, decoded.checksum()), (None, sum));
+        let checked = Page::decode_checked(page.bytes(), sum).unwrap();
+        assert_eq!((checked.checksum, checked.checksum()), (Some(sum), sum));
+        let summed = Page::decode_summed(page.bytes()).unwrap();
+        assert_eq!((summed.checksum, summed.checksum()), (Some(sum), sum));
+        assert!(Page::decode_summed(&[0u8; BLOCK_BYTES]).is_err(), "not a page");
 
         // A page pointing at a value not written yet is not summed: it is rebuilt with the
         // value's location before it is written, and that page is.

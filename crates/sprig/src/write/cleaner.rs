@@ -11,7 +11,7 @@ use crate::log::record::for_each_replaced_disk_page;
 use crate::log::writer::Writer;
 use crate::io::BLOCK_BYTES;
 use crate::log::segments::{
-    loc_block, loc_offset, loc_segment, segment_file_name, verify_page_checksum, SegmentTable,
+    check_page_checksum, loc_block, loc_offset, loc_segment, segment_file_name, SegmentTable,
 };
 use crate::state::directory::{MemoryPage, PageLoc, PageRef, Shape, Subtree};
 use crate::state::tables::{TableId, TableRegions, Tables};
@@ -307,7 +307,9 @@ impl Inner {
                     };
                     let at = (loc_block(*l) - loc_block(run.start)) as usize * BLOCK_BYTES;
                     *slot = Some(match buf.as_bytes().get(at..at + BLOCK_BYTES) {
-                        Some(block) => Page::decode(block).map_err(|e| {
+                        // Its checksum kept, for the check against the directory below and
+                        // for the write that moves it.
+                        Some(block) => Page::decode_summed(block).map_err(|e| {
                             Error::corruption(
                                 segment_file_name(loc_segment(*l)),
                                 loc_offset(*l),
@@ -362,7 +364,7 @@ impl Inner {
                     ))
                 }
             };
-            verify_page_checksum(page.bytes(), l, r.checksum)?;
+            check_page_checksum(page.checksum(), l, r.checksum)?;
             if !covered(id, &prefix) {
                 wanted.insert((id, prefix), (r, page));
             }

@@ -256,10 +256,11 @@ impl Inner {
             // Each page is decoded as soon as it arrives, while the rest are in flight.
             let mut evicted = Vec::new();
             self.log.segments.read_pages_each(&requests, &mut |j, bytes| {
-                let (i, (l, _, prefix)) = misses
+                let (i, (l, sum, prefix)) = misses
                     .get(j)
                     .ok_or_else(|| Error::internal("a page read that was never asked for"))?;
-                let page = Arc::new(decode_page_at(bytes, *l, prefix)?);
+                // `read_pages_each` checked the page against `sum`.
+                let page = Arc::new(decode_page_at(bytes, *l, prefix, *sum)?);
                 if fill_cache {
                     evicted.extend(self.cache.insert(*l, page.clone()));
                 }
