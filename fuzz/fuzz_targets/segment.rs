@@ -65,7 +65,12 @@ fuzz_target!(|data: &[u8]| {
     let bits = sprig_core::Hasher::Blake3.hash_value(&file[..file.len().min(8)]);
     if let Some(prefix) = Prefix::from_parts(bits, c.u16() % 257) {
         let l = loc(1, 0);
-        match decode_page_at(&file[..file.len().min(BLOCK_BYTES)], l, &prefix) {
+        // A read checks the block against its pointer's checksum before decoding: the block
+        // as the read hands it over (zero-padded to a whole block), and its checksum.
+        let mut block = file[..file.len().min(BLOCK_BYTES)].to_vec();
+        block.resize(BLOCK_BYTES, 0);
+        let sum = sprig::codec::checksum(&block);
+        match decode_page_at(&block, l, &prefix, sum) {
             Ok(page) => assert_eq!(page.prefix(), &prefix),
             Err(e) => assert!(e.is_corruption(), "not a corruption error: {e}"),
         }
