@@ -966,7 +966,7 @@ impl WriteBatch {
             },
         );
         // The regions' old pages (the last reference to those the cache no longer holds) and
-        // their proof buffers are freed off the finishing path: ~12 ms a mixed 2^22 batch.
+        // their proof buffers are freed off the finishing path: ~14 ms a mixed 2^22 batch.
         self.inner.drop_off_path(works.len(), (works, proofs));
         let (dir, regions, merges) = merged?;
         out.merges += merges;

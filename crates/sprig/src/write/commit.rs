@@ -318,14 +318,12 @@ impl Inner {
         self.counters.reshaped(pending.parts.splits, pending.parts.merges);
         self.counters.cleaned(pages_relocated, values_relocated, 0);
 
-        let pages_written = staging.written_pages.len() as u64;
+        let written = staging.written_pages.len();
+        let pages_written = written as u64;
         // The record, the relocation and the list of pages written hold a commit's worth of
         // allocations: freed on the background thread (~13 ms of the calling thread a
-        // transfer 2^24 batch), not on the commit's path.
-        self.drop_off_path(
-            staging.written_pages.len(),
-            (record, relocation, staging.written_pages),
-        );
+        // transfer 2^24 batch by its drop samples), not on the commit's path.
+        self.drop_off_path(written, (record, relocation, staging.written_pages));
         let housekeeping_started = Instant::now();
         self.refresh_emptied(w);
         self.after_commit(w)?;
