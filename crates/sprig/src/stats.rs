@@ -33,6 +33,7 @@ pub struct Counters {
     page_merges: AtomicU64,
     cleaner_pages_copied: AtomicU64,
     cleaner_values_copied: AtomicU64,
+    cleaner_pages_read_ahead: AtomicU64,
     segments_deleted: AtomicU64,
     cache_hits: AtomicU64,
     commits: AtomicU64,
@@ -63,6 +64,7 @@ impl Counters {
             page_merges: z(),
             cleaner_pages_copied: z(),
             cleaner_values_copied: z(),
+            cleaner_pages_read_ahead: z(),
             segments_deleted: z(),
             cache_hits: z(),
             commits: z(),
@@ -127,6 +129,11 @@ impl Counters {
         self.metrics.segments_deleted.increment(segments_deleted);
     }
 
+    /// Count pages the cleaner took from its read-ahead.
+    pub fn read_ahead_used(&self, pages: u64) {
+        add(&self.cleaner_pages_read_ahead, pages);
+    }
+
     /// Count page-cache hits.
     pub fn cache_hits(&self, n: u64) {
         add(&self.cache_hits, n);
@@ -167,6 +174,7 @@ impl Counters {
             page_merges: g(&self.page_merges),
             cleaner_pages_copied: g(&self.cleaner_pages_copied),
             cleaner_values_copied: g(&self.cleaner_values_copied),
+            cleaner_pages_read_ahead: g(&self.cleaner_pages_read_ahead),
             segments_deleted: g(&self.segments_deleted),
             cache_hits: g(&self.cache_hits),
             commits: g(&self.commits),
@@ -217,6 +225,10 @@ pub struct Stats {
     pub cleaner_pages_copied: u64,
     /// Live values the cleaner copied forward.
     pub cleaner_values_copied: u64,
+    /// Pages the cleaner copied forward that it had read ahead, while their commit's batch was
+    /// being finished, instead of on the commit's path (their reads count in
+    /// [`Stats::maintenance_page_reads`], as do those of pages read ahead and not needed).
+    pub cleaner_pages_read_ahead: u64,
     /// Segment files deleted after cleaning.
     pub segments_deleted: u64,
     /// Page reads served by the page cache.

@@ -148,24 +148,50 @@ fn cleaning_reads_nothing_the_cache_holds_or_the_commit_supersedes() {
     assert_eq!(s.maintenance_page_reads, 0, "{s:?}");
 }
 
+/// Without a page cache, the pages the cleaner moves are read ahead while each commit's batch
+/// is finished (a batch of more than a few regions), not on the commit's path: most pages
+/// moved come from the read-ahead, none of it changes a value or the root, and a batch
+/// finished but never committed leaves nothing that disturbs the next commit.
+#[test]
+fn the_cleaner_reads_ahead_while_batches_finish() {
+    let (dir, db, keys, mut expected) = uncached(40_000);
+    let mut state = 5u64;
+    for round in 0..30u64 {
+        put_random_round(&db, &keys, &mut state, round, &mut expected);
+        if round % 7 == 3 {
+            // Finished (its read-ahead started), then dropped.
+            let mut b = db.begin();
+            for k in keys.iter().step_by(13) {
+                b.put(*k, b"never committed".to_vec()).unwrap();
+            }
+            drop(b.finish().unwrap());
+        }
+    }
+    let s = db.stats();
+    assert!(s.cleaner_pages_copied > 0, "the cleaner never ran: {s:?}");
+    assert!(
+        s.cleaner_pages_read_ahead * 2 > s.cleaner_pages_copied,
+        "{} of {} pages moved were read ahead",
+        s.cleaner_pages_read_ahead,
+        s.cleaner_pages_copied
+    );
+    assert_eq!(db.root(), expected.root());
+    assert_values(&db.view(), &keys, &expected);
+    drop(db);
+    let db = Db::open(dir.path(), small_segments(0, 1)).unwrap();
+    assert_eq!(db.root(), expected.root());
+    assert_values(&db.view(), &keys, &expected);
+}
+
 /// Without a page cache, the cleaner reads the live pages it moves from the SSD, and reads
 /// those close together in one segment with one read each: fewer reads than pages moved, each
 /// counted once, with the blocks between counted in the bytes read. Values and root unchanged.
 #[test]
 fn cleaning_reads_close_pages_together() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = Db::open(dir.path(), small_segments(0, 1)).unwrap();
-    let keys = load_keys(&db, 40_000);
-    let mut expected = ReferenceModel::new(db.hasher());
-    for k in &keys {
-        expected.insert(*k, k[..8].to_vec());
-    }
+    let (_dir, db, keys, mut expected) = uncached(40_000);
     let mut state = 11u64;
     for round in 0..30u64 {
-        let value = round.to_le_bytes();
-        for k in put_random(&db, &keys, &mut state, 3000, &value) {
-            expected.insert(k, value.to_vec());
-        }
+        put_random_round(&db, &keys, &mut state, round, &mut expected);
     }
     let s = db.stats();
     assert!(s.cleaner_pages_copied > 0, "the cleaner never ran: {s:?}");
@@ -348,6 +374,33 @@ fn put_random(db: &Db, keys: &[KeyPath], state: &mut u64, n: usize, value: &[u8]
     }
     db.commit(b.finish().unwrap()).unwrap();
     put
+}
+
+/// A database of `n` keys (see [`load_keys`]) with 1 MiB segments and no page cache, and the
+/// model of its state.
+fn uncached(n: u32) -> (tempfile::TempDir, Db, Vec<KeyPath>, ReferenceModel) {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), small_segments(0, 1)).unwrap();
+    let keys = load_keys(&db, n);
+    let mut model = ReferenceModel::new(db.hasher());
+    for k in &keys {
+        model.insert(*k, k[..8].to_vec());
+    }
+    (dir, db, keys, model)
+}
+
+/// One commit of 3,000 random updates to `keys`, all set to `round`'s bytes, in `model` too.
+fn put_random_round(
+    db: &Db,
+    keys: &[KeyPath],
+    state: &mut u64,
+    round: u64,
+    model: &mut ReferenceModel,
+) {
+    let value = round.to_le_bytes();
+    for k in put_random(db, keys, state, 3000, &value) {
+        model.insert(k, value.to_vec());
+    }
 }
 
 /// The bytes of the segment files in `dir`.

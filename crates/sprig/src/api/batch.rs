@@ -7,7 +7,7 @@ use crate::api::table::Table;
 use crate::api::view::ReadView;
 use crate::error::{Error, Result};
 use crate::resolve::ResolveFn;
-use crate::state::directory::{Directory, PageRef};
+use crate::state::directory::{Directory, PageLoc, PageRef};
 use crate::state::page::{Page, MAX_INLINE_VALUE_BYTES, MAX_VALUE_BYTES};
 use crate::state::prefix::Prefix;
 use crate::state::tables::{TableId, DEFAULT_TABLE_ID};
@@ -744,6 +744,8 @@ impl WriteBatch {
         let mut tables = self.base.tables.clone();
         let mut parts = OverlayParts::default();
         let mut hashes_needed = 0u64;
+        // The cleaner's read-ahead starts (once) as the first large table is rewritten.
+        let mut read_ahead = true;
         for id in ids {
             let def = self
                 .base
@@ -751,7 +753,13 @@ impl WriteBatch {
                 .def(id)
                 .ok_or_else(|| Error::internal("a batch holds a table its base lacks"))?;
             let table = Table::of(&def);
-            let dir = self.finish_table(&table, stamp, &mut parts, &mut hashes_needed)?;
+            let dir = self.finish_table(
+                &table,
+                stamp,
+                &mut parts,
+                &mut hashes_needed,
+                &mut read_ahead,
+            )?;
             tables = tables
                 .with_dir(id, dir)
                 .map_err(|e| Error::internal(format!("finishing a batch: {e}")))?;
@@ -783,13 +791,15 @@ impl WriteBatch {
     }
 
     /// Apply the batch's changes to one table: its new directory; regions, values, witness
-    /// and counts go to `out`, the hashes they need at the least to `hashes_needed`.
+    /// and counts go to `out`, the hashes they need at the least to `hashes_needed`. Starts
+    /// the cleaner's read-ahead if the table is large and `read_ahead` (then cleared).
     fn finish_table(
         &mut self,
         table: &Table,
         stamp: crate::state::page::Stamp,
         out: &mut OverlayParts,
         hashes_needed: &mut u64,
+        read_ahead: &mut bool,
     ) -> Result<Directory> {
         let hasher = self.inner.hasher;
         let id = table.id;
@@ -886,6 +896,23 @@ impl WriteBatch {
             });
             k = k_end;
             c = c_end;
+        }
+        // The rewrite below keeps the cores busy and the SSD idle (but for the pages it loads):
+        // the next commit's cleaning reads its pages meanwhile.
+        if *read_ahead && works.len() >= PARALLEL_MIN_REGIONS {
+            *read_ahead = false;
+            let skip: FastSet<u64> = unloaded
+                .iter()
+                .filter_map(|(_, r)| match r.loc {
+                    PageLoc::Disk(l) => Some(l),
+                    PageLoc::Memory(_) => None,
+                })
+                .collect();
+            // Each changed region is about one new page (values in the value log, splits and
+            // merges aside): the commit's size, which sets what its cleaning moves.
+            let incoming = works.iter().filter(|w| !w.changes.is_empty()).count();
+            self.inner
+                .start_read_ahead(&self.base, incoming as u64, &skip)?;
         }
         let arena = base_dir.arena();
         let (rewritten, proofs) = if unloaded.is_empty() {

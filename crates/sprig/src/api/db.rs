@@ -394,10 +394,11 @@ impl Db {
             path,
             hasher: manifest.hasher,
             log: Log {
-                segments,
+                segments: Arc::new(segments),
                 storage,
                 sync: options.sync,
                 writer: Mutex::new(writer),
+                read_ahead: Default::default(),
             },
             cache: PageCache::new(options.page_cache_bytes),
             counters,

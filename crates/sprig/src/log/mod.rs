@@ -10,9 +10,11 @@
 pub mod checkpoint;
 pub mod manifest;
 pub mod publish;
+pub mod read_ahead;
 pub mod record;
 pub mod recovery;
 pub mod recycle;
+pub mod runs;
 pub mod segments;
 pub mod snapshots;
 pub mod stager;
@@ -32,12 +34,15 @@ use writer::Writer;
 pub(crate) struct Log {
     /// The database directory's files.
     pub storage: Arc<dyn Storage>,
-    /// Read (and write) access to the segment files.
-    pub segments: Segments,
+    /// Read (and write) access to the segment files (shared with the cleaner's read-ahead).
+    pub segments: Arc<Segments>,
     /// When commits reach the disk.
     pub sync: SyncPolicy,
     /// The single writer's state; its lock serialises commits.
     pub writer: Mutex<Writer>,
+    /// The cleaner's read-ahead for the next commit (started and taken under the writer's
+    /// lock).
+    pub read_ahead: read_ahead::ReadAhead,
 }
 
 /// Write file `name` atomically: a temporary file written by `write` (given the file and its

@@ -288,6 +288,8 @@ impl Log {
         if ready.is_empty() {
             return Ok(0);
         }
+        // The cleaner's read-ahead may be reading a segment about to go: it ends first.
+        self.read_ahead.wait()?;
         w.make_log_durable()?;
         let mut deleted = 0;
         for id in ready {

@@ -84,6 +84,12 @@ impl PageCache {
         Some(slot.page.clone())
     }
 
+    /// Whether the page at `loc` is cached (without marking it used).
+    pub fn contains(&self, loc: u64) -> bool {
+        self.shard(loc)
+            .is_some_and(|shard| shard.lock().index.contains_key(&loc))
+    }
+
     /// Cache the page at `loc`. Returns the page it evicted, for the caller to drop where it
     /// costs least: the last reference to a page frees its buffer, long allocated, whose
     /// allocator neighbours are cold in the CPU's cache.

@@ -9,13 +9,12 @@
 use crate::error::{Error, Result};
 use crate::log::record::for_each_replaced_disk_page;
 use crate::log::writer::Writer;
-use crate::io::BLOCK_BYTES;
-use crate::log::segments::{
-    check_page_checksum, loc_block, loc_offset, loc_segment, segment_file_name, SegmentTable,
-};
+use crate::log::runs::read_pages;
+use crate::log::segments::{check_page_checksum, loc_offset, loc_segment, segment_file_name, SegmentTable};
 use crate::state::directory::{MemoryPage, PageLoc, PageRef, Shape, Subtree};
 use crate::state::tables::{TableId, TableRegions, Tables};
 use crate::state::page::{Page, ValueRef};
+use crate::state::version::Version;
 use crate::write::engine::Inner;
 use crate::state::prefix::Prefix;
 use crate::stats::ReadKind;
@@ -43,75 +42,6 @@ const MIN_PAGES_PER_COMMIT: u64 = 256;
 /// An explicit clean takes segments at most this full.
 const EXPLICIT_CLEAN_MAX_LIVE_RATIO: f64 = 0.5;
 
-/// Pages of one segment with at most this many blocks between them are read in one run (the
-/// blocks between are read and skipped): on an SSD, a read of a few blocks more costs about
-/// what a read of one does, and a victim's live pages lie close together.
-const RUN_MAX_SKIPPED_BLOCKS: u32 = 3;
-/// The longest run read at once, in blocks.
-const RUN_MAX_BLOCKS: u32 = 16;
-
-/// One read of the cleaner's: `blocks` blocks from `start`, holding the pages at
-/// `misses[self.misses]`.
-struct Run {
-    start: u64,
-    blocks: u32,
-    misses: std::ops::Range<usize>,
-}
-
-/// The runs to read `locs` (sorted) in: consecutive locations of one segment with at most
-/// [`RUN_MAX_SKIPPED_BLOCKS`] blocks between share a run of at most [`RUN_MAX_BLOCKS`] blocks.
-fn runs_of(locs: &[u64]) -> Vec<Run> {
-    let mut runs: Vec<Run> = Vec::new();
-    for (i, l) in locs.iter().enumerate() {
-        if let Some(run) = runs.last_mut() {
-            let start = u64::from(loc_block(run.start));
-            let (end, block) = (start + u64::from(run.blocks), u64::from(loc_block(*l)));
-            let joins = loc_segment(*l) == loc_segment(run.start)
-                && block >= end
-                && block - end <= u64::from(RUN_MAX_SKIPPED_BLOCKS)
-                && block - start < u64::from(RUN_MAX_BLOCKS);
-            if joins {
-                // Below RUN_MAX_BLOCKS, so it fits.
-                run.blocks = u32::try_from(block - start + 1).unwrap_or(RUN_MAX_BLOCKS);
-                run.misses.end = i + 1;
-                continue;
-            }
-        }
-        runs.push(Run {
-            start: *l,
-            blocks: 1,
-            misses: i..i + 1,
-        });
-    }
-    runs
-}
-
-/// The most blocks of runs the cleaner has in flight at once (2 MiB of read buffers): deep
-/// enough a queue for the device (32 runs of the longest length, more of shorter ones), small
-/// beside a commit's pages. Reading a whole clean's runs at once held them all: 12.5 MB of
-/// buffers at once at utxo 10M with a 16 MiB page cache, the largest part of its peak RSS.
-const CLEAN_READ_BLOCKS: u32 = 512;
-
-/// `runs` split into consecutive groups of at most [`CLEAN_READ_BLOCKS`] blocks (a run is
-/// never longer), each read at once.
-fn read_groups(runs: &[Run]) -> Vec<std::ops::Range<usize>> {
-    let mut groups: Vec<std::ops::Range<usize>> = Vec::new();
-    let mut blocks = 0u32;
-    for (i, run) in runs.iter().enumerate() {
-        match groups.last_mut() {
-            Some(g) if blocks + run.blocks <= CLEAN_READ_BLOCKS => {
-                g.end = i + 1;
-                blocks += run.blocks;
-            }
-            _ => {
-                groups.push(i..i + 1);
-                blocks = run.blocks;
-            }
-        }
-    }
-    groups
-}
-
 /// Live data of the victim segments to copy forward with a commit.
 #[derive(Default)]
 pub(crate) struct Relocation {
@@ -128,6 +58,18 @@ pub(crate) enum CleanMode {
     Auto,
     /// On request: every sealed segment at most half live, within the per-commit bound.
     Explicit,
+}
+
+/// What one commit of `incoming` blocks moves at most: victims are chosen up to it, and their
+/// live pages and values taken up to it (a victim left with live data is taken up again by the
+/// next commit: it stays the emptiest).
+fn budget(mode: CleanMode, incoming: u64) -> u64 {
+    match mode {
+        CleanMode::Auto => incoming
+            .saturating_mul(PAGES_PER_INCOMING_BLOCK)
+            .max(MIN_PAGES_PER_COMMIT),
+        CleanMode::Explicit => u64::MAX,
+    }
 }
 
 /// Choose victim segments: the emptiest sealed segments that still hold live data, enough
@@ -202,6 +144,83 @@ impl Inner {
         .is_empty()
     }
 
+    /// The segments a commit writing `incoming` blocks cleans (see [`choose_victims`]).
+    fn victims(
+        &self,
+        w: &Writer,
+        head: &Tables,
+        incoming: u64,
+        mode: CleanMode,
+        budget: u64,
+    ) -> Vec<u32> {
+        choose_victims(
+            &w.table,
+            self.options.max_space_amplification,
+            incoming,
+            mode,
+            w.pinned_segments(head),
+            budget.min(MAX_BLOCKS_PER_COMMIT),
+        )
+    }
+
+    /// Start reading ahead ([`crate::log::read_ahead`]) the pages the cleaning of a commit of
+    /// about `incoming` new pages would read, if that commit follows a batch on `base` (the
+    /// latest version), cleaning runs automatically, and no commit is under way (the writer's
+    /// lock is free). `skip` are locations the batch loads itself (pages its commit
+    /// supersedes: never moved).
+    pub(crate) fn start_read_ahead(
+        &self,
+        base: &Version,
+        incoming: u64,
+        skip: &FastSet<u64>,
+    ) -> Result<()> {
+        if !self.options.auto_clean {
+            return Ok(());
+        }
+        let Some(w) = self.log.writer.try_lock() else {
+            return Ok(());
+        };
+        let head = self.head();
+        if head.id != base.id || w.check_writable().is_err() {
+            return Ok(());
+        }
+        // One at a time: an earlier one nobody took (its batch was never committed) goes.
+        drop(self.log.read_ahead.take(&self.counters)?);
+        let mut locs = self.pages_to_clean(&w, &head.tables, incoming, skip);
+        if locs.is_empty() {
+            return Ok(());
+        }
+        locs.sort_unstable();
+        // Started before the writer's lock is let go: a deletion of segments, which takes that
+        // lock, finds it and waits for it.
+        self.log
+            .read_ahead
+            .start(Arc::clone(&self.log.segments), locs)
+    }
+
+    /// The locations of the pages an automatic clean with a commit of `incoming` blocks would
+    /// read from the SSD now, in the order the plan takes them: its victims' live pages, up to
+    /// its budget, that the cache does not hold, except those in `skip` (the commit's own
+    /// regions, which it supersedes).
+    fn pages_to_clean(
+        &self,
+        w: &Writer,
+        head: &Tables,
+        incoming: u64,
+        skip: &FastSet<u64>,
+    ) -> Vec<u64> {
+        let budget = budget(CleanMode::Auto, incoming);
+        let victims = self.victims(w, head, incoming, CleanMode::Auto, budget);
+        let budget_items = usize::try_from(budget).unwrap_or(usize::MAX);
+        victims
+            .iter()
+            .flat_map(|v| w.table.live_page_locs(*v))
+            .filter(|l| !skip.contains(l))
+            .take(budget_items)
+            .filter(|l| !self.cache.contains(*l))
+            .collect()
+    }
+
     /// Plan the relocation of the live data of victim segments, skipping what the commit
     /// already rewrites (`regions`) or frees (`freed`).
     pub(crate) fn plan_relocation(
@@ -214,23 +233,11 @@ impl Inner {
         mode: CleanMode,
     ) -> Result<Relocation> {
         let table = &w.table;
-        // What one commit moves at most: victims are chosen up to it, and their live pages
-        // and values taken up to it (a victim left with live data is taken up again by the
-        // next commit: it stays the emptiest).
-        let budget = match mode {
-            CleanMode::Auto => incoming
-                .saturating_mul(PAGES_PER_INCOMING_BLOCK)
-                .max(MIN_PAGES_PER_COMMIT),
-            CleanMode::Explicit => u64::MAX,
-        };
-        let victims = choose_victims(
-            table,
-            self.options.max_space_amplification,
-            incoming,
-            mode,
-            w.pinned_segments(head),
-            budget.min(MAX_BLOCKS_PER_COMMIT),
-        );
+        // Pages read ahead while the batch was finished (none without), taken even when
+        // nothing is cleaned now: a read-ahead in flight ends before the commit goes on.
+        let mut ahead = self.log.read_ahead.take(&self.counters)?;
+        let budget = budget(mode, incoming);
+        let victims = self.victims(w, head, incoming, mode, budget);
         if victims.is_empty() {
             return Ok(Relocation::default());
         }
@@ -273,62 +280,34 @@ impl Inner {
         let mut pages: Vec<(u64, Arc<Page>)> = Vec::new();
         let mut misses: Vec<u64> = Vec::new();
         let budget_items = usize::try_from(budget).unwrap_or(usize::MAX);
+        let mut read_ahead = 0u64;
         for l in victims
             .iter()
             .flat_map(|v| table.live_page_locs(*v))
             .filter(|l| !superseded.contains(l))
             .take(budget_items)
         {
+            if let Some(page) = ahead.remove(&l) {
+                pages.push((l, Arc::new(page?)));
+                read_ahead += 1;
+                continue;
+            }
             match self.cache.get(l) {
                 Some(page) => pages.push((l, page)),
                 None => misses.push(l),
             }
         }
+        // Pages read ahead that the commit does not move (its estimate was off) are dropped.
+        drop(ahead);
+        self.counters.read_ahead_used(read_ahead);
         let taken = pages.len() + misses.len();
-        // Read in runs: live pages a few blocks apart in one read each (the blocks between are
-        // read and skipped), each page decoded as its run's read completes; at most
-        // `CLEAN_READ_BLOCKS` of runs in flight at once, so the read buffers a clean holds stay
-        // small beside the pages it decodes.
         misses.sort_unstable();
-        let runs = runs_of(&misses);
-        let mut decoded: Vec<Option<Result<Page>>> = (0..misses.len()).map(|_| None).collect();
-        for group in read_groups(&runs) {
-            let (group_runs, extents): (&[Run], Vec<(u64, u32)>) = match runs.get(group) {
-                Some(g) => (g, g.iter().map(|r| (r.start, r.blocks)).collect()),
-                None => return Err(Error::internal("a read group beyond the cleaner's runs")),
-            };
-            let blocks = self.log.segments.read_spans_each(&extents, &mut |i, buf| {
-                let Some(run) = group_runs.get(i) else {
-                    return;
-                };
-                for j in run.misses.clone() {
-                    let (Some(l), Some(slot)) = (misses.get(j), decoded.get_mut(j)) else {
-                        continue;
-                    };
-                    let at = (loc_block(*l) - loc_block(run.start)) as usize * BLOCK_BYTES;
-                    *slot = Some(match buf.as_bytes().get(at..at + BLOCK_BYTES) {
-                        // Its checksum kept, for the check against the directory below and
-                        // for the write that moves it.
-                        Some(block) => Page::decode_summed(block).map_err(|e| {
-                            Error::corruption(
-                                segment_file_name(loc_segment(*l)),
-                                loc_offset(*l),
-                                e.to_string(),
-                            )
-                        }),
-                        None => Err(Error::internal("a page outside the run read for it")),
-                    });
-                }
-            })?;
-            self.counters.block_reads(
-                ReadKind::Maintenance,
-                extents.len() as u64,
-                extents.iter().map(|(_, n)| u64::from(*n)).sum(),
-            );
-            self.log.segments.recycle(blocks);
-        }
+        let decoded = read_pages(&self.log.segments, &misses, &mut |reads, blocks| {
+            self.counters
+                .block_reads(ReadKind::Maintenance, reads, blocks)
+        })?;
         for (l, page) in misses.iter().zip(decoded) {
-            let page = page.ok_or_else(|| Error::internal("a page read was never handed over"))??;
+            let page = page?;
             pages.push((*l, Arc::new(page)));
         }
         // The table whose directory holds each page where it is (locations are unique, so at
@@ -468,61 +447,6 @@ mod tests {
         }
         t.active = active;
         t
-    }
-
-    /// Live pages close together in one segment are read in one run; a page too far from the
-    /// run's end, in another segment, or past the longest run starts a new one.
-    #[test]
-    fn close_pages_of_a_segment_are_read_in_runs() {
-        use crate::log::segments::loc;
-        let locs = [
-            loc(1, 0),
-            loc(1, 1),
-            loc(1, 5), // 3 blocks skipped: joins
-            loc(1, 10), // 4 skipped: a new run
-            loc(2, 11), // another segment
-            loc(2, 14),
-            loc(2, 18),
-            loc(2, 22),
-            loc(2, 26), // the run 11..=26 is 16 blocks: joins
-            loc(2, 27), // 17 blocks: a new run
-        ];
-        let runs: Vec<(u64, u32, std::ops::Range<usize>)> = runs_of(&locs)
-            .into_iter()
-            .map(|r| (r.start, r.blocks, r.misses))
-            .collect();
-        assert_eq!(
-            runs,
-            vec![
-                (loc(1, 0), 6, 0..3),
-                (loc(1, 10), 1, 3..4),
-                (loc(2, 11), 16, 4..9),
-                (loc(2, 27), 1, 9..10),
-            ]
-        );
-        assert!(runs_of(&[]).is_empty());
-    }
-
-    /// A clean's runs are read in groups of at most `CLEAN_READ_BLOCKS` blocks, in order,
-    /// every run in exactly one group.
-    #[test]
-    fn runs_are_read_in_groups_of_bounded_blocks() {
-        let run = |blocks: u32| Run {
-            start: 0,
-            blocks,
-            misses: 0..1,
-        };
-        // 100 runs of 16 blocks, then 3 of one: 1,603 blocks.
-        let runs: Vec<Run> = (0..100).map(|_| run(16)).chain((0..3).map(|_| run(1))).collect();
-        let groups = read_groups(&runs);
-        assert_eq!(groups, vec![0..32, 32..64, 64..96, 96..103]);
-        for g in &groups {
-            let blocks: u32 = runs[g.clone()].iter().map(|r| r.blocks).sum();
-            assert!(blocks <= CLEAN_READ_BLOCKS, "{g:?}: {blocks} blocks");
-        }
-        // A group is never empty; none for no runs.
-        assert_eq!(read_groups(&[run(RUN_MAX_BLOCKS)]), vec![0..1]);
-        assert!(read_groups(&[]).is_empty());
     }
 
     #[test]
