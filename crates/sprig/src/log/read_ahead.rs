@@ -9,7 +9,7 @@
 //! read at plan time would return, and the cleaner checks it against the directory exactly as
 //! it checks its own reads. The one way the bytes at a location can change is the deletion (or
 //! recycling) of its segment's file: a read-ahead is started under the writer's lock, and the
-//! deletion of segments ([`crate::log::Log::delete_emptied`]), under that lock, first waits
+//! deletion of segments (`Log::delete_emptied`), under that lock, first waits
 //! for it to end.
 //!
 //! A read-ahead whose read fails hands over nothing, so the cleaner's own read meets (and

@@ -1,7 +1,7 @@
 //! Many scattered pages of the segments read at once, in runs: pages a few blocks apart in one
 //! read each (the blocks between are read and skipped), in groups of bounded size, each page
-//! decoded as its run's read completes. The cleaner's reads ([`crate::write::cleaner`]) and
-//! their read-ahead ([`crate::log::read_ahead`]) go this way.
+//! decoded as its run's read completes. The cleaner's reads (`write::cleaner`) and
+//! their read-ahead (`log::read_ahead`) go this way.
 
 use crate::error::{Error, Result};
 use crate::io::BLOCK_BYTES;

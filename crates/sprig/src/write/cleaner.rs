@@ -163,7 +163,7 @@ impl Inner {
         )
     }
 
-    /// Start reading ahead ([`crate::log::read_ahead`]) the pages the cleaning of a commit of
+    /// Start reading ahead (`log::read_ahead`) the pages the cleaning of a commit of
     /// about `incoming` new pages would read, if that commit follows a batch on `base` (the
     /// latest version), cleaning runs automatically, and no commit is under way (the writer's
     /// lock is free). `skip` are locations the batch loads itself (pages its commit
