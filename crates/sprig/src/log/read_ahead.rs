@@ -4,9 +4,10 @@
 //! (~100 ms of a transfer 2^24 commit). What to read is the cleaner's choice
 //! (`write/cleaner.rs`); this module owns the thread and the hand-over.
 //!
-//! It changes what is read when, never what is served. A page location is written once
-//! (segment ids only grow, blocks are only appended), so a page read ahead holds the bytes a
-//! read at plan time would return, and the cleaner checks it against the directory exactly as
+//! It changes what is read when, never what is served. A live page's blocks are never written
+//! again (segment ids only grow, blocks are only appended; the end marker a commit may leave
+//! past its last block is overwritten before anything lives there), so a page read ahead
+//! holds the bytes a read at plan time would return, and the cleaner checks it against the directory exactly as
 //! it checks its own reads. The one way the bytes at a location can change is the deletion (or
 //! recycling) of its segment's file: a read-ahead is started under the writer's lock, and the
 //! deletion of segments (`Log::delete_emptied`), under that lock, first waits
@@ -26,7 +27,6 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 
 /// Pages read ahead, by location, and the reads that fetched them.
-#[derive(Default)]
 struct Fetched {
     pages: FastMap<u64, Result<Page>>,
     reads: u64,

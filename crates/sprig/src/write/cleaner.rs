@@ -133,15 +133,10 @@ impl Inner {
     /// Whether an explicit clean would find a segment to clean.
     pub(crate) fn has_cleaning_work(&self) -> bool {
         let w = self.log.writer.lock();
-        !choose_victims(
-            &w.table,
-            self.options.max_space_amplification,
-            0,
-            CleanMode::Explicit,
-            w.pinned_segments(&self.head().tables),
-            MAX_BLOCKS_PER_COMMIT,
-        )
-        .is_empty()
+        let mode = CleanMode::Explicit;
+        !self
+            .victims(&w, &self.head().tables, 0, mode, budget(mode, 0))
+            .is_empty()
     }
 
     /// The segments a commit writing `incoming` blocks cleans (see [`choose_victims`]).
