@@ -19,6 +19,7 @@
 use crate::error::{Error, Result};
 use crate::log::runs::read_pages;
 use crate::log::segments::Segments;
+use crate::state::blocks::{BlankBlock, PageBlock};
 use crate::state::page::Page;
 use crate::state::FastMap;
 use crate::stats::{Counters, ReadKind};
@@ -53,9 +54,12 @@ impl ReadAhead {
         if slot.is_some() {
             return Err(Error::internal("a read-ahead started over another"));
         }
+        // The pages' memory comes from this thread's allocator arena: they live on in the
+        // cache long after the reading thread is gone.
+        let blanks = PageBlock::reserve(locs.len());
         let spawned = std::thread::Builder::new()
             .name("sprig-ahead".into())
-            .spawn(move || fetch(&segments, &locs));
+            .spawn(move || fetch(&segments, &locs, blanks));
         match spawned {
             Ok(handle) => *slot = Some(Ahead::Reading(handle)),
             // Without a thread the cleaner reads the pages itself, as it does without a batch.
@@ -92,13 +96,22 @@ fn join(handle: JoinHandle<Fetched>) -> Result<Fetched> {
         .map_err(|_| Error::internal("the cleaner's read-ahead thread panicked"))
 }
 
-/// Read and decode the pages at `locs` (sorted); a failed read hands over none.
-fn fetch(segments: &Segments, locs: &[u64]) -> Fetched {
+/// Read and decode the pages at `locs` (sorted) into `blanks` (one per location); a failed
+/// read hands over none.
+fn fetch(segments: &Segments, locs: &[u64], mut blanks: Vec<BlankBlock>) -> Fetched {
     let (mut reads, mut blocks) = (0, 0);
-    let decoded = read_pages(segments, locs, &mut |r, b| {
-        reads += r;
-        blocks += b;
-    });
+    let decoded = read_pages(
+        segments,
+        locs,
+        &mut |block| match blanks.pop() {
+            Some(blank) => Page::decode_summed_into(block, blank),
+            None => Page::decode_summed(block),
+        },
+        &mut |r, b| {
+            reads += r;
+            blocks += b;
+        },
+    );
     Fetched {
         pages: match decoded {
             Ok(pages) => locs.iter().copied().zip(pages).collect(),

@@ -6,7 +6,7 @@
 use crate::error::{Error, Result};
 use crate::io::BLOCK_BYTES;
 use crate::log::segments::{loc_block, loc_offset, loc_segment, segment_file_name, Segments};
-use crate::state::page::Page;
+use crate::state::page::{Page, PageError};
 
 /// Pages of one segment with at most this many blocks between them are read in one run (the
 /// blocks between are read and skipped): on an SSD, a read of a few blocks more costs about
@@ -81,11 +81,14 @@ fn read_groups(runs: &[Run]) -> Vec<std::ops::Range<usize>> {
 /// read each (the blocks between are read and skipped), each page decoded as its run's read
 /// completes, its checksum kept (for the check against the directory and for the write that
 /// moves it); at most [`CLEAN_READ_BLOCKS`] of runs in flight at once, so the read buffers
-/// stay small beside the pages decoded. `counted` is told each group's reads and blocks as it
-/// completes. A page that does not decode is an error in its place; a failed read fails all.
+/// stay small beside the pages decoded. Each page's block is decoded by `decode` (which keeps
+/// its checksum: [`Page::decode_summed`] or [`Page::decode_summed_into`]); `counted` is told
+/// each group's reads and blocks as it completes. A page that does not decode is an error in
+/// its place; a failed read fails all.
 pub(crate) fn read_pages(
     segments: &Segments,
     locs: &[u64],
+    decode: &mut dyn FnMut(&[u8; BLOCK_BYTES]) -> std::result::Result<Page, PageError>,
     counted: &mut dyn FnMut(u64, u64),
 ) -> Result<Vec<Result<Page>>> {
     let runs = runs_of(locs);
@@ -104,8 +107,9 @@ pub(crate) fn read_pages(
                     continue;
                 };
                 let at = (loc_block(*l) - loc_block(run.start)) as usize * BLOCK_BYTES;
-                *slot = Some(match buf.as_bytes().get(at..at + BLOCK_BYTES) {
-                    Some(block) => Page::decode_summed(block).map_err(|e| {
+                let block = buf.as_bytes().get(at..).and_then(|b| b.first_chunk());
+                *slot = Some(match block {
+                    Some(block) => decode(block).map_err(|e| {
                         Error::corruption(
                             segment_file_name(loc_segment(*l)),
                             loc_offset(*l),

@@ -15,7 +15,7 @@
 //! never does I/O.
 
 use crate::io::BLOCK_BYTES;
-use crate::state::blocks::PageBlock;
+use crate::state::blocks::{BlankBlock, PageBlock};
 use crate::state::prefix::Prefix;
 use sprig_core::proof::{path_proof_below, prove_and_update, PathProof, ProofNode};
 use sprig_core::trie::{
@@ -385,7 +385,20 @@ impl Page {
     /// a page read before anything names its checksum (the cleaner's reads), which compares it
     /// afterwards.
     pub fn decode_summed(bytes: &[u8]) -> Result<Page, PageError> {
-        let mut page = Page::decode(bytes)?;
+        Page::summed(Page::decode(bytes)?)
+    }
+
+    /// [`Page::decode_summed`] of a whole block, copied into memory reserved beforehand
+    /// ([`PageBlock::reserve`]): for a thread decoding pages that outlive it.
+    pub fn decode_summed_into(
+        bytes: &[u8; BLOCK_BYTES],
+        blank: BlankBlock,
+    ) -> Result<Page, PageError> {
+        Page::summed(Page::parse(PageBlock::fill(blank, bytes), false)?)
+    }
+
+    /// `page` with the checksum of its bytes kept.
+    fn summed(mut page: Page) -> Result<Page, PageError> {
         page.checksum = Some(crate::codec::checksum(&page.bytes[..]));
         Ok(page)
     }
@@ -1247,6 +1260,12 @@ mod tests {
         let summed = Page::decode_summed(page.bytes()).unwrap();
         assert_eq!((summed.checksum, summed.checksum()), (Some(sum), sum));
         assert!(Page::decode_summed(&[0u8; BLOCK_BYTES]).is_err(), "not a page");
+        // Into reserved memory: the same page, summed; refused bytes refused as well.
+        let mut blanks = PageBlock::reserve(2);
+        let into = Page::decode_summed_into(page.bytes(), blanks.pop().unwrap()).unwrap();
+        assert!(into == page && into.offsets == page.offsets && into.stamp == page.stamp);
+        assert_eq!((into.checksum, into.checksum()), (Some(sum), sum));
+        assert!(Page::decode_summed_into(&[0u8; BLOCK_BYTES], blanks.pop().unwrap()).is_err());
 
         // A page pointing at a value not written yet is not summed: it is rebuilt with the
         // value's location before it is written, and that page is.

@@ -297,10 +297,15 @@ impl Inner {
         self.counters.read_ahead_used(read_ahead);
         let taken = pages.len() + misses.len();
         misses.sort_unstable();
-        let decoded = read_pages(&self.log.segments, &misses, &mut |reads, blocks| {
-            self.counters
-                .block_reads(ReadKind::Maintenance, reads, blocks)
-        })?;
+        let decoded = read_pages(
+            &self.log.segments,
+            &misses,
+            &mut |block| Page::decode_summed(block),
+            &mut |reads, blocks| {
+                self.counters
+                    .block_reads(ReadKind::Maintenance, reads, blocks)
+            },
+        )?;
         for (l, page) in misses.iter().zip(decoded) {
             let page = page?;
             pages.push((*l, Arc::new(page)));
