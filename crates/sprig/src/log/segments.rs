@@ -900,9 +900,18 @@ impl SegmentTable {
             .map(|(id, m)| match (m.live_blocks(), self.held.in_segment(*id)) {
                 (_, 0) => 0,
                 (0, _) if *id != self.active => u64::from(m.used_blocks),
-                (live, held) => held.min(u64::from(m.used_blocks).saturating_sub(live)),
+                _ => self.held_in(*id, m),
             })
             .sum()
+    }
+
+    /// The blocks of segment `id` (described by `meta`) that only older retained or read
+    /// versions keep: its held blocks, capped at its blocks that are not live (see
+    /// [`SegmentTable::retained_blocks`]).
+    pub fn held_in(&self, id: u32, meta: &SegmentMeta) -> u64 {
+        self.held
+            .in_segment(id)
+            .min(u64::from(meta.used_blocks).saturating_sub(meta.live_blocks()))
     }
 
 }
