@@ -285,7 +285,7 @@ pub(crate) const STAGE_BUFFERS: usize = 2;
 const SPARE_BLOCKS: usize = 512;
 
 /// The most pages [`Segments::read_pages_each`] reads in one group: as many as the read
-/// buffers kept, four times the io_uring backend's queue depth.
+/// buffers kept, twice the io_uring backend's queue depth.
 pub(crate) const READ_GROUP_PAGES: usize = SPARE_BLOCKS;
 
 impl Segments {
