@@ -217,8 +217,8 @@ fn cleaning_reads_close_pages_together() {
 #[test]
 fn a_clean_larger_than_one_read_group_moves_every_page() {
     let dir = tempfile::tempdir().unwrap();
-    // No automatic cleaning: what the commits leave depends on nothing but them, and the
-    // explicit clean below finds every half-live segment.
+    // No automatic cleaning: the half-live segments the explicit clean below finds are the
+    // commits' doing alone, not also a policy's.
     let options = Options {
         segment_bytes: 4 << 20,
         page_cache_bytes: 0,

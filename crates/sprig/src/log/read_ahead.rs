@@ -105,7 +105,9 @@ fn fetch(segments: &Segments, locs: &[u64], mut blanks: Vec<BlankBlock>) -> Fetc
         locs,
         &mut |block| match blanks.pop() {
             Some(blank) => Page::decode_summed_into(block, blank),
-            None => Page::decode_summed(block),
+            // A panic here ends the read-ahead with nothing handed over; the commit that
+            // takes it fails with an internal error.
+            None => panic!("invariant broken: more pages decoded than locations read ahead"),
         },
         &mut |r, b| {
             reads += r;

@@ -914,6 +914,12 @@ impl SegmentTable {
             .min(u64::from(meta.used_blocks).saturating_sub(meta.live_blocks()))
     }
 
+    /// The blocks of segment `id` that `Options::max_space_amplification` bounds: those written,
+    /// less what only older versions keep ([`SegmentTable::held_in`]).
+    pub fn bounded_blocks(&self, id: u32, meta: &SegmentMeta) -> u64 {
+        u64::from(meta.used_blocks) - self.held_in(id, meta)
+    }
+
 }
 
 #[cfg(test)]

@@ -97,7 +97,7 @@ fn choose_victims(
         .segments
         .iter()
         .filter(|(id, m)| **id == table.active || m.live_blocks() > 0)
-        .map(|(id, m)| u64::from(m.used_blocks) - table.held_in(*id, m))
+        .map(|(id, m)| table.bounded_blocks(*id, m))
         .sum();
     let used = (used + incoming) as f64;
     let live = table.live_blocks() as f64;
@@ -110,10 +110,7 @@ fn choose_victims(
         .iter()
         .filter(|(id, m)| **id != table.active && m.live_blocks() > 0 && m.used_blocks > 0)
         .filter(|(id, _)| pinned.is_none_or(|p| **id > p))
-        .map(|(id, m)| {
-            let counted = u64::from(m.used_blocks) - table.held_in(*id, m);
-            (*id, m.live_blocks(), m.used_blocks, counted)
-        })
+        .map(|(id, m)| (*id, m.live_blocks(), m.used_blocks, table.bounded_blocks(*id, m)))
         .collect();
     candidates.sort_by_key(|(id, live, _, _)| (*live, *id));
     let mut victims = Vec::new();
