@@ -54,6 +54,12 @@ pub struct RunResult {
     pub read_ms_mean: f64,
     /// Mean time a batch spent committing (root, witness, durable write), ms.
     pub commit_ms_mean: f64,
+    /// Of `commit_ms_mean`, the engine's `finish` (pages rebuilt and hashed, root and
+    /// witness) and its durable commit (pipelined: the hand-over), mean ms (Sprig).
+    #[serde(default)]
+    pub finish_ms_mean: Option<f64>,
+    #[serde(default)]
+    pub durable_ms_mean: Option<f64>,
     /// CPU time (every thread of the process) a batch's commit phase used, mean, ms.
     #[serde(default)]
     pub commit_cpu_ms_mean: Option<f64>,
@@ -302,6 +308,12 @@ pub fn engine_detail(r: &RunResult) -> Option<String> {
             r.cleaner_pages_per_unit.unwrap_or(0.0),
             r.engine_written_bytes_per_unit.unwrap_or(0.0),
             r.unit.trim_end_matches('s'),
+        ));
+    }
+    if let (Some(f), Some(d)) = (r.finish_ms_mean, r.durable_ms_mean) {
+        parts.push(format!(
+            "of the commit's {:.1} ms a batch, finish {f:.1} ms and the durable commit {d:.1} ms",
+            r.commit_ms_mean
         ));
     }
     if let Some(io) = &r.io_backend {

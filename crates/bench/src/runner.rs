@@ -399,6 +399,12 @@ pub fn run(
         batch_ms_max: batch_ms.iter().copied().reduce(f64::max),
         read_ms_mean: read_total.as_secs_f64() * 1e3 / n,
         commit_ms_mean: commit_total.as_secs_f64() * 1e3 / n,
+        finish_ms_mean: counters_before
+            .zip(counters_after)
+            .map(|(a, b)| (b.finish_nanos - a.finish_nanos) as f64 / 1e6 / n),
+        durable_ms_mean: counters_before
+            .zip(counters_after)
+            .map(|(a, b)| (b.durable_nanos - a.durable_nanos) as f64 / 1e6 / n),
         commit_cpu_ms_mean: Some(commit_cpu.as_secs_f64() * 1e3 / n),
         read_phase_reads_per_sec: Some(
             read_phase_bytes as f64 / 4096.0 / read_total.as_secs_f64().max(1e-9),

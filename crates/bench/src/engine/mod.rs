@@ -32,6 +32,10 @@ pub struct EngineCounters {
     pub hashes_needed: u64,
     /// Disk use as the engine counts it.
     pub space: SpaceUse,
+    /// Nanoseconds spent in the engine's `finish` (a batch's pages rebuilt and hashed, its
+    /// root and witness) and in its durable commit (or, pipelined, waiting to hand it over).
+    pub finish_nanos: u64,
+    pub durable_nanos: u64,
 }
 
 /// Disk use as the engine counts it (Sprig: segment space, the latest version's live data,

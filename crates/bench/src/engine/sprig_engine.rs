@@ -14,6 +14,7 @@ use crate::cli::{EngineArgs, SprigIo, SprigSync};
 use anyhow::{anyhow, Context, Result};
 use sprig::{BulkPhase, Db, ImportOptions, KeyPath, Node, Options, Pipeline, Table, WriteBatch};
 use std::path::Path;
+use std::time::{Duration, Instant};
 
 /// Finished batches that may wait for the committer in pipelined mode.
 const PIPELINE_DEPTH: usize = 2;
@@ -103,6 +104,9 @@ pub struct SprigEngine {
     prefetch: bool,
     /// Pipelined mode's commit pipeline.
     pipeline: Option<Pipeline>,
+    /// Time spent in `finish` and in the durable commit (or the pipeline's hand-over).
+    finish_time: Duration,
+    durable_time: Duration,
 }
 
 impl SprigEngine {
@@ -126,6 +130,8 @@ impl SprigEngine {
             prefetch: !args.serial_reads,
             pipeline: args.pipelined.then(|| db.pipeline(PIPELINE_DEPTH)),
             db,
+            finish_time: Duration::ZERO,
+            durable_time: Duration::ZERO,
         })
     }
 
@@ -188,7 +194,10 @@ impl Engine for SprigEngine {
                 None => batch.delete_in(t, key)?,
             }
         }
+        let started = Instant::now();
         let pending = batch.finish()?;
+        let finished = Instant::now();
+        self.finish_time += finished - started;
         let root = if self.tables.len() > 1 {
             pending.db_root()
         } else {
@@ -200,6 +209,7 @@ impl Engine for SprigEngine {
                 self.db.commit(pending)?;
             }
         }
+        self.durable_time += finished.elapsed();
         Ok(Some(root))
     }
 
@@ -227,6 +237,8 @@ impl Engine for SprigEngine {
                 live_bytes: s.live_bytes,
                 retained_bytes: s.retained_bytes,
             },
+            finish_nanos: self.finish_time.as_nanos() as u64,
+            durable_nanos: self.durable_time.as_nanos() as u64,
         })
     }
 }
