@@ -14,6 +14,45 @@ pub struct Db {
     db: Mutex<Option<sprig::Db>>,
 }
 
+/// The engine's tuning from keyword arguments (`None`: the engine's default).
+#[derive(Default)]
+struct Tuning {
+    segment_bytes: Option<u64>,
+    checkpoint_log_bytes: Option<u64>,
+    background_checkpoints: Option<bool>,
+    auto_clean: Option<bool>,
+    max_space_amplification: Option<f64>,
+    recycled_segments: Option<usize>,
+    max_overlay_bytes: Option<u64>,
+}
+
+impl Tuning {
+    /// Set in `o` what was given.
+    fn apply(self, o: &mut sprig::Options) {
+        if let Some(v) = self.segment_bytes {
+            o.segment_bytes = v;
+        }
+        if let Some(v) = self.checkpoint_log_bytes {
+            o.checkpoint_log_bytes = v;
+        }
+        if let Some(v) = self.background_checkpoints {
+            o.background_checkpoints = v;
+        }
+        if let Some(v) = self.auto_clean {
+            o.auto_clean = v;
+        }
+        if let Some(v) = self.max_space_amplification {
+            o.max_space_amplification = v;
+        }
+        if let Some(v) = self.recycled_segments {
+            o.recycled_segments = v;
+        }
+        if let Some(v) = self.max_overlay_bytes {
+            o.max_overlay_bytes = v;
+        }
+    }
+}
+
 /// The engine options from the keyword arguments.
 #[allow(clippy::too_many_arguments)]
 fn options(
@@ -25,12 +64,14 @@ fn options(
     io_backend: Option<&str>,
     direct_io: bool,
     metrics_name: Option<String>,
+    tuning: Tuning,
 ) -> PyResult<sprig::Options> {
     let mut o = sprig::Options {
         create_if_missing: create,
         direct_io,
         ..sprig::Options::default()
     };
+    tuning.apply(&mut o);
     if let Some(c) = cache_bytes {
         o.page_cache_bytes = c;
     }
@@ -88,9 +129,13 @@ impl Db {
     /// Open the database in directory `path`, creating it if missing (unless `create=False`).
     /// `sync`: "always" (every commit durable when it returns) or "never"; `hasher`:
     /// "blake3" (default for a new database), "sha256" or "keccak256"; `io_backend`:
-    /// "io_uring" (default), "io_uring-required" or "posix".
+    /// "io_uring" (default), "io_uring-required" or "posix". The rest tune the engine (the
+    /// Rust `Options` of the same names; None keeps its default): `segment_bytes` (a new
+    /// database's segment file size), `checkpoint_log_bytes`, `background_checkpoints`,
+    /// `auto_clean`, `max_space_amplification`, `recycled_segments`, `max_overlay_bytes`.
+    /// Values the engine refuses raise `InvalidArgumentError`.
     #[new]
-    #[pyo3(signature = (path, *, create=true, cache_bytes=None, sync="always", retained_versions=None, hasher=None, io_backend=None, direct_io=true, metrics_name=None))]
+    #[pyo3(signature = (path, *, create=true, cache_bytes=None, sync="always", retained_versions=None, hasher=None, io_backend=None, direct_io=true, metrics_name=None, segment_bytes=None, checkpoint_log_bytes=None, background_checkpoints=None, auto_clean=None, max_space_amplification=None, recycled_segments=None, max_overlay_bytes=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -103,6 +148,13 @@ impl Db {
         io_backend: Option<&str>,
         direct_io: bool,
         metrics_name: Option<String>,
+        segment_bytes: Option<u64>,
+        checkpoint_log_bytes: Option<u64>,
+        background_checkpoints: Option<bool>,
+        auto_clean: Option<bool>,
+        max_space_amplification: Option<f64>,
+        recycled_segments: Option<usize>,
+        max_overlay_bytes: Option<u64>,
     ) -> PyResult<Db> {
         let o = options(
             create,
@@ -113,6 +165,15 @@ impl Db {
             io_backend,
             direct_io,
             metrics_name,
+            Tuning {
+                segment_bytes,
+                checkpoint_log_bytes,
+                background_checkpoints,
+                auto_clean,
+                max_space_amplification,
+                recycled_segments,
+                max_overlay_bytes,
+            },
         )?;
         let db = py.allow_threads(|| sprig::Db::open(path, o)).map_err(err)?;
         Ok(Db {
@@ -137,6 +198,7 @@ impl Db {
             None,
             true,
             None,
+            Tuning::default(),
         )?;
         let db = sprig::Db::open_in_memory(o).map_err(err)?;
         Ok(Db {

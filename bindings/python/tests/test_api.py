@@ -150,6 +150,27 @@ def test_snapshots(db):
         db.save_snapshot("bad/name")
 
 
+def test_engine_tuning_options(tmp_path):
+    path = str(tmp_path / "tuned")
+    tuned = dict(segment_bytes=1 << 20, checkpoint_log_bytes=4096, background_checkpoints=True,
+                 auto_clean=False, max_space_amplification=1.5, recycled_segments=0,
+                 max_overlay_bytes=1 << 30)
+    with sprig.Db(path, **tuned) as db:
+        for i in range(5):
+            with db.batch() as b:
+                b.put(key(i), bytes([i]) * 100)
+        root = db.root
+    # The segment size is the database's own from then on; the rest apply per open.
+    with sprig.Db(path) as db:
+        assert db.root == root and db.get(key(4)) == bytes([4]) * 100
+    for bad in [dict(segment_bytes=12345), dict(max_space_amplification=1.0),
+                dict(checkpoint_log_bytes=0)]:
+        with pytest.raises(sprig.InvalidArgumentError):
+            sprig.Db(str(tmp_path / "refused"), **bad)
+    with pytest.raises(OverflowError):
+        sprig.Db(str(tmp_path / "refused"), segment_bytes=-1)
+
+
 def test_bad_input_and_misuse_are_clear_errors(tmp_path, db):
     for bad in [b"", b"short", bytes(33)]:
         with pytest.raises(sprig.InvalidArgumentError) as e:

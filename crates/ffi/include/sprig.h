@@ -116,6 +116,23 @@ typedef struct SprigOptions {
   // The hasher, a `SPRIG_HASHER_*` value (default: whatever is stored; BLAKE3 for a new
   // database).
   uint32_t hasher;
+  // Segment file size in bytes for a new database, a multiple of 4096 (default 64 MiB).
+  uint64_t segment_bytes;
+  // Write a checkpoint once the commit log has grown by this many bytes; it bounds the time
+  // to open (default 64 MiB).
+  uint64_t checkpoint_log_bytes;
+  // Write automatic checkpoints on a background thread (default false).
+  bool background_checkpoints;
+  // Run the cleaner after commits when disk use passes `max_space_amplification`
+  // (default true).
+  bool auto_clean;
+  // The cleaner keeps disk use below this multiple of the live data, not counting what
+  // older retained versions hold (default 2.0, at least 1.2).
+  double max_space_amplification;
+  // Emptied segment files kept for reuse by new segments instead of deleted (default 2).
+  uint32_t recycled_segments;
+  // The most memory all finished, uncommitted batches may hold together (default 4 GiB).
+  uint64_t max_overlay_bytes;
 } SprigOptions;
 
 // What a database holds and has done since it was opened.

@@ -36,6 +36,23 @@ pub struct SprigOptions {
     /// The hasher, a `SPRIG_HASHER_*` value (default: whatever is stored; BLAKE3 for a new
     /// database).
     pub hasher: u32,
+    /// Segment file size in bytes for a new database, a multiple of 4096 (default 64 MiB).
+    pub segment_bytes: u64,
+    /// Write a checkpoint once the commit log has grown by this many bytes; it bounds the time
+    /// to open (default 64 MiB).
+    pub checkpoint_log_bytes: u64,
+    /// Write automatic checkpoints on a background thread (default false).
+    pub background_checkpoints: bool,
+    /// Run the cleaner after commits when disk use passes `max_space_amplification`
+    /// (default true).
+    pub auto_clean: bool,
+    /// The cleaner keeps disk use below this multiple of the live data, not counting what
+    /// older retained versions hold (default 2.0, at least 1.2).
+    pub max_space_amplification: f64,
+    /// Emptied segment files kept for reuse by new segments instead of deleted (default 2).
+    pub recycled_segments: u32,
+    /// The most memory all finished, uncommitted batches may hold together (default 4 GiB).
+    pub max_overlay_bytes: u64,
 }
 
 /// The hasher a `SPRIG_HASHER_*` value names (`None` for the default).
@@ -64,6 +81,13 @@ fn defaults() -> SprigOptions {
         direct_io: d.direct_io,
         retained_versions: u32::try_from(d.retained_versions).unwrap_or(u32::MAX),
         hasher: SPRIG_HASHER_DEFAULT,
+        segment_bytes: d.segment_bytes,
+        checkpoint_log_bytes: d.checkpoint_log_bytes,
+        background_checkpoints: d.background_checkpoints,
+        auto_clean: d.auto_clean,
+        max_space_amplification: d.max_space_amplification,
+        recycled_segments: u32::try_from(d.recycled_segments).unwrap_or(u32::MAX),
+        max_overlay_bytes: d.max_overlay_bytes,
     }
 }
 
@@ -87,6 +111,13 @@ fn options_of(o: *const SprigOptions) -> Result<sprig::Options, Fail> {
         direct_io: o.direct_io,
         retained_versions: o.retained_versions as usize,
         hasher: hasher_of(o.hasher)?,
+        segment_bytes: o.segment_bytes,
+        checkpoint_log_bytes: o.checkpoint_log_bytes,
+        background_checkpoints: o.background_checkpoints,
+        auto_clean: o.auto_clean,
+        max_space_amplification: o.max_space_amplification,
+        recycled_segments: o.recycled_segments as usize,
+        max_overlay_bytes: o.max_overlay_bytes,
         ..sprig::Options::default()
     })
 }

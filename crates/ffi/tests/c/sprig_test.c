@@ -99,11 +99,29 @@ int main(int argc, char **argv) {
   first_steps(dir);
 
   SprigOptions opts;
+  SprigDb db_refused;
   OK(sprig_options_default(&opts));
   CHECK(opts.create_if_missing && opts.sync_always && opts.retained_versions == 4);
+  CHECK(opts.segment_bytes == 64 << 20 && opts.checkpoint_log_bytes == 64 << 20);
+  CHECK(!opts.background_checkpoints && opts.auto_clean && opts.recycled_segments == 2);
+  CHECK(opts.max_space_amplification == 2.0 && opts.max_overlay_bytes == (uint64_t)4 << 30);
   opts.io_uring = false; /* plain reads: the program also runs under valgrind */
   opts.direct_io = false;
   opts.page_cache_bytes = 1 << 20;
+  opts.checkpoint_log_bytes = 4096; /* a checkpoint after every commit or two */
+  opts.background_checkpoints = true;
+  opts.recycled_segments = 0;
+
+  /* Options the engine refuses are refused at open, with a message. */
+  SprigOptions bad = opts;
+  bad.segment_bytes = 12345;
+  FAILS(SPRIG_STATUS_INVALID_ARGUMENT, sprig_open_in_memory(&bad, &db_refused, &err));
+  bad = opts;
+  bad.max_space_amplification = 1.0;
+  FAILS(SPRIG_STATUS_INVALID_ARGUMENT, sprig_open_in_memory(&bad, &db_refused, &err));
+  bad = opts;
+  bad.checkpoint_log_bytes = 0;
+  FAILS(SPRIG_STATUS_INVALID_ARGUMENT, sprig_open(dir, &bad, &db_refused, &err));
 
   SprigDb db;
   OK(sprig_open(dir, &opts, &db, NULL));
