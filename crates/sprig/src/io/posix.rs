@@ -292,7 +292,7 @@ impl Storage for PosixStorage {
         let mut names = Vec::new();
         for entry in fs::read_dir(&self.dir)? {
             let entry = entry?;
-            if entry.file_type()?.is_file() {
+            if is_listed_file(entry.file_type())? {
                 if let Some(name) = entry.file_name().to_str() {
                     names.push(name.to_string());
                 }
@@ -317,9 +317,38 @@ impl Storage for PosixStorage {
     }
 }
 
+/// Whether a directory entry of this type is a file to list. Where the directory listing does
+/// not carry the type, it is looked up by name, and a file deleted in between (by a writer in
+/// another process, while a reader opens) is no longer there: not listed, not an error.
+fn is_listed_file(file_type: io::Result<fs::FileType>) -> io::Result<bool> {
+    match file_type {
+        Ok(t) => Ok(t.is_file()),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A file gone between the listing and the look at its type is left out; other failures
+    /// still fail the listing; only files are listed.
+    #[test]
+    fn a_file_deleted_while_listing_is_left_out() {
+        let gone = io::Error::from(io::ErrorKind::NotFound);
+        assert!(!is_listed_file(Err(gone)).unwrap());
+        let denied = io::Error::from(io::ErrorKind::PermissionDenied);
+        assert!(is_listed_file(Err(denied)).is_err());
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("f"), b"x").unwrap();
+        std::fs::create_dir(dir.path().join("d")).unwrap();
+        let types =
+            |name: &str| std::fs::symlink_metadata(dir.path().join(name)).map(|m| m.file_type());
+        assert!(is_listed_file(types("f")).unwrap());
+        assert!(!is_listed_file(types("d")).unwrap());
+        assert!(!is_listed_file(types("missing")).unwrap());
+    }
 
     #[test]
     fn the_seeking_fallback_reads_and_writes_at_offsets() {
