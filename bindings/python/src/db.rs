@@ -29,27 +29,18 @@ struct Tuning {
 impl Tuning {
     /// Set in `o` what was given.
     fn apply(self, o: &mut sprig::Options) {
-        if let Some(v) = self.segment_bytes {
-            o.segment_bytes = v;
+        fn set<T>(field: &mut T, given: Option<T>) {
+            if let Some(v) = given {
+                *field = v;
+            }
         }
-        if let Some(v) = self.checkpoint_log_bytes {
-            o.checkpoint_log_bytes = v;
-        }
-        if let Some(v) = self.background_checkpoints {
-            o.background_checkpoints = v;
-        }
-        if let Some(v) = self.auto_clean {
-            o.auto_clean = v;
-        }
-        if let Some(v) = self.max_space_amplification {
-            o.max_space_amplification = v;
-        }
-        if let Some(v) = self.recycled_segments {
-            o.recycled_segments = v;
-        }
-        if let Some(v) = self.max_overlay_bytes {
-            o.max_overlay_bytes = v;
-        }
+        set(&mut o.segment_bytes, self.segment_bytes);
+        set(&mut o.checkpoint_log_bytes, self.checkpoint_log_bytes);
+        set(&mut o.background_checkpoints, self.background_checkpoints);
+        set(&mut o.auto_clean, self.auto_clean);
+        set(&mut o.max_space_amplification, self.max_space_amplification);
+        set(&mut o.recycled_segments, self.recycled_segments);
+        set(&mut o.max_overlay_bytes, self.max_overlay_bytes);
     }
 }
 
