@@ -14,33 +14,10 @@ pub struct Db {
     db: Mutex<Option<sprig::Db>>,
 }
 
-/// The engine's tuning from keyword arguments (`None`: the engine's default).
-#[derive(Default)]
-struct Tuning {
-    segment_bytes: Option<u64>,
-    checkpoint_log_bytes: Option<u64>,
-    background_checkpoints: Option<bool>,
-    auto_clean: Option<bool>,
-    max_space_amplification: Option<f64>,
-    recycled_segments: Option<usize>,
-    max_overlay_bytes: Option<u64>,
-}
-
-impl Tuning {
-    /// Set in `o` what was given.
-    fn apply(self, o: &mut sprig::Options) {
-        fn set<T>(field: &mut T, given: Option<T>) {
-            if let Some(v) = given {
-                *field = v;
-            }
-        }
-        set(&mut o.segment_bytes, self.segment_bytes);
-        set(&mut o.checkpoint_log_bytes, self.checkpoint_log_bytes);
-        set(&mut o.background_checkpoints, self.background_checkpoints);
-        set(&mut o.auto_clean, self.auto_clean);
-        set(&mut o.max_space_amplification, self.max_space_amplification);
-        set(&mut o.recycled_segments, self.recycled_segments);
-        set(&mut o.max_overlay_bytes, self.max_overlay_bytes);
+/// Set `field` to `given`, if given (a keyword argument left at None keeps the default).
+fn set<T>(field: &mut T, given: Option<T>) {
+    if let Some(v) = given {
+        *field = v;
     }
 }
 
@@ -55,14 +32,12 @@ fn options(
     io_backend: Option<&str>,
     direct_io: bool,
     metrics_name: Option<String>,
-    tuning: Tuning,
 ) -> PyResult<sprig::Options> {
     let mut o = sprig::Options {
         create_if_missing: create,
         direct_io,
         ..sprig::Options::default()
     };
-    tuning.apply(&mut o);
     if let Some(c) = cache_bytes {
         o.page_cache_bytes = c;
     }
@@ -147,7 +122,7 @@ impl Db {
         recycled_segments: Option<usize>,
         max_overlay_bytes: Option<u64>,
     ) -> PyResult<Db> {
-        let o = options(
+        let mut o = options(
             create,
             cache_bytes,
             sync,
@@ -156,16 +131,14 @@ impl Db {
             io_backend,
             direct_io,
             metrics_name,
-            Tuning {
-                segment_bytes,
-                checkpoint_log_bytes,
-                background_checkpoints,
-                auto_clean,
-                max_space_amplification,
-                recycled_segments,
-                max_overlay_bytes,
-            },
         )?;
+        set(&mut o.segment_bytes, segment_bytes);
+        set(&mut o.checkpoint_log_bytes, checkpoint_log_bytes);
+        set(&mut o.background_checkpoints, background_checkpoints);
+        set(&mut o.auto_clean, auto_clean);
+        set(&mut o.max_space_amplification, max_space_amplification);
+        set(&mut o.recycled_segments, recycled_segments);
+        set(&mut o.max_overlay_bytes, max_overlay_bytes);
         let db = py.allow_threads(|| sprig::Db::open(path, o)).map_err(err)?;
         Ok(Db {
             db: Mutex::new(Some(db)),
@@ -189,7 +162,6 @@ impl Db {
             None,
             true,
             None,
-            Tuning::default(),
         )?;
         let db = sprig::Db::open_in_memory(o).map_err(err)?;
         Ok(Db {

@@ -378,6 +378,12 @@ pub fn run(
     let disk = sys::disk_bytes(&layout.db());
     let (key_bytes, value_bytes) = workload.sizes();
     let n = shape.batches.max(1) as f64;
+    // An engine counter's growth over the run, per batch.
+    let per_batch = |field: fn(&EngineCounters) -> u64| {
+        counters_before
+            .zip(counters_after)
+            .map(|(a, b)| (field(&b) - field(&a)) as f64 / n)
+    };
     Ok(RunResult {
         engine,
         workload,
@@ -399,20 +405,13 @@ pub fn run(
         batch_ms_max: batch_ms.iter().copied().reduce(f64::max),
         read_ms_mean: read_total.as_secs_f64() * 1e3 / n,
         commit_ms_mean: commit_total.as_secs_f64() * 1e3 / n,
-        finish_ms_mean: counters_before
-            .zip(counters_after)
-            .map(|(a, b)| (b.finish_nanos - a.finish_nanos) as f64 / 1e6 / n),
-        durable_ms_mean: counters_before
-            .zip(counters_after)
-            .map(|(a, b)| (b.durable_nanos - a.durable_nanos) as f64 / 1e6 / n),
+        finish_ms_mean: per_batch(|c| c.finish_nanos).map(|ns| ns / 1e6),
+        durable_ms_mean: per_batch(|c| c.durable_nanos).map(|ns| ns / 1e6),
         commit_cpu_ms_mean: Some(commit_cpu.as_secs_f64() * 1e3 / n),
         read_phase_reads_per_sec: Some(
             read_phase_bytes as f64 / 4096.0 / read_total.as_secs_f64().max(1e-9),
         ),
-        hashes_needed_per_batch: counters_before
-            .zip(counters_after)
-            .map(|(a, b)| (b.hashes_needed - a.hashes_needed) as f64 / n)
-            .filter(|h| *h > 0.0),
+        hashes_needed_per_batch: per_batch(|c| c.hashes_needed).filter(|h| *h > 0.0),
         ns_per_hash: Some(sys::ns_per_hash()),
         ssd_reads_per_unit: counted(|c| c.ssd_reads),
         read_4k_per_unit: per_unit(io_after.read_bytes - io_before.read_bytes) / 4096.0,
