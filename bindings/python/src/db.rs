@@ -145,15 +145,19 @@ impl Db {
         })
     }
 
-    /// A database that lives only in memory.
+    /// A database that lives only in memory. The keyword arguments are `Db`'s that apply
+    /// without a disk: `cache_bytes`, `retained_versions`, `hasher`, `metrics_name` and
+    /// `max_overlay_bytes` (the memory all finished, uncommitted batches may hold together).
     #[staticmethod]
-    #[pyo3(signature = (*, cache_bytes=None, retained_versions=None, hasher=None))]
+    #[pyo3(signature = (*, cache_bytes=None, retained_versions=None, hasher=None, metrics_name=None, max_overlay_bytes=None))]
     fn in_memory(
         cache_bytes: Option<u64>,
         retained_versions: Option<usize>,
         hasher: Option<&str>,
+        metrics_name: Option<String>,
+        max_overlay_bytes: Option<u64>,
     ) -> PyResult<Db> {
-        let o = options(
+        let mut o = options(
             true,
             cache_bytes,
             "always",
@@ -161,8 +165,9 @@ impl Db {
             hasher,
             None,
             true,
-            None,
+            metrics_name,
         )?;
+        set(&mut o.max_overlay_bytes, max_overlay_bytes);
         let db = sprig::Db::open_in_memory(o).map_err(err)?;
         Ok(Db {
             db: Mutex::new(Some(db)),

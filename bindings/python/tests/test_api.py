@@ -171,6 +171,23 @@ def test_engine_tuning_options(tmp_path):
         sprig.Db(str(tmp_path / "refused"), segment_bytes=-1)
 
 
+def test_in_memory_takes_the_options_that_need_no_disk():
+    with sprig.Db.in_memory(metrics_name="mem", max_overlay_bytes=1 << 30, retained_versions=2,
+                            cache_bytes=1 << 20) as db:
+        with db.batch() as b:
+            b.put(key(1), b"one")
+        assert db.get(key(1)) == b"one"
+    # The overlay bound is the one asked for: a batch larger than it is refused when finished,
+    # and nothing of it is committed.
+    with sprig.Db.in_memory(max_overlay_bytes=1) as db:
+        root = db.root
+        with pytest.raises(sprig.SprigError) as e:
+            with db.batch() as b:
+                b.put(key(2), b"two")
+        assert "overlay" in str(e.value)
+        assert db.get(key(2)) is None and db.root == root
+
+
 def test_bad_input_and_misuse_are_clear_errors(tmp_path, db):
     for bad in [b"", b"short", bytes(33)]:
         with pytest.raises(sprig.InvalidArgumentError) as e:
