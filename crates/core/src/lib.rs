@@ -23,6 +23,7 @@ extern crate alloc;
 mod codec;
 mod error;
 mod hasher;
+pub mod jobs;
 mod model;
 pub mod proof;
 pub mod tables;

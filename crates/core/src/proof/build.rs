@@ -6,8 +6,9 @@
 
 use super::{MultiProof, PathProof, ProofNode, Terminal};
 use crate::hasher::Hasher;
+use crate::jobs::{subtrie_root_in, HashJobs, NodeRef};
 use crate::trie::{
-    apply_changes, bit_at, parent, subtrie_root, KeyPath, LeafData, Node, ValueHash, KEY_BITS,
+    apply_changes, bit_at, subtrie_root, KeyPath, LeafData, Node, ValueHash, KEY_BITS,
 };
 use alloc::vec::Vec;
 
@@ -90,30 +91,48 @@ pub fn prove_and_update(
     changes: &[(KeyPath, Option<ValueHash>)],
     out: &mut Vec<ProofNode>,
 ) -> Node {
+    let mut jobs = HashJobs::new(hasher);
+    let node = prove_and_update_in(&mut jobs, depth, entries, keys, changes, out);
+    jobs.evaluate();
+    jobs.fill(out);
+    jobs.value(node)
+}
+
+/// [`prove_and_update`] with its hashes gathered into `jobs`: the proof's hashes are
+/// placeholders in `out` until `jobs` is evaluated and fills them ([`HashJobs::fill`]), and the
+/// new node is `jobs`'s to compute. A caller walking many subtrees evaluates them together.
+pub fn prove_and_update_in(
+    jobs: &mut HashJobs,
+    depth: usize,
+    entries: &[(KeyPath, ValueHash)],
+    keys: &[KeyPath],
+    changes: &[(KeyPath, Option<ValueHash>)],
+    out: &mut Vec<ProofNode>,
+) -> NodeRef {
     if keys.is_empty() {
-        let node = subtrie_root(hasher, depth, entries);
-        out.push(if entries.is_empty() {
-            ProofNode::Terminator
+        let node = subtrie_root_in(jobs, depth, entries);
+        if entries.is_empty() {
+            out.push(ProofNode::Terminator);
         } else {
-            ProofNode::Opaque(node)
-        });
+            jobs.push_opaque(out, node);
+        }
         return node;
     }
     match entries {
         [] => {
             out.push(ProofNode::Terminator);
-            merged_root(hasher, depth, entries, changes)
+            merged_root_in(jobs, depth, entries, changes)
         }
         [(key_path, value_hash)] => {
             out.push(ProofNode::Leaf(LeafData {
                 key_path: *key_path,
                 value_hash: *value_hash,
             }));
-            merged_root(hasher, depth, entries, changes)
+            merged_root_in(jobs, depth, entries, changes)
         }
         _ if depth >= KEY_BITS => {
             out.push(ProofNode::Terminator);
-            merged_root(hasher, depth, entries, changes)
+            merged_root_in(jobs, depth, entries, changes)
         }
         _ => {
             out.push(ProofNode::Internal);
@@ -123,25 +142,25 @@ pub fn prove_and_update(
             let (el, er) = entries.split_at(e);
             let (kl, kr) = keys.split_at(k);
             let (cl, cr) = changes.split_at(c);
-            let l = prove_and_update(hasher, depth + 1, el, kl, cl, out);
-            let r = prove_and_update(hasher, depth + 1, er, kr, cr, out);
-            parent(hasher, &l, &r)
+            let l = prove_and_update_in(jobs, depth + 1, el, kl, cl, out);
+            let r = prove_and_update_in(jobs, depth + 1, er, kr, cr, out);
+            jobs.parent(l, r)
         }
     }
 }
 
 /// The node at `depth` of `entries` (at most one, or a subtree no key splits) with `changes`
-/// merged in.
-fn merged_root(
-    hasher: Hasher,
+/// merged in, as jobs.
+fn merged_root_in(
+    jobs: &mut HashJobs,
     depth: usize,
     entries: &[(KeyPath, ValueHash)],
     changes: &[(KeyPath, Option<ValueHash>)],
-) -> Node {
+) -> NodeRef {
     if changes.is_empty() {
-        return subtrie_root(hasher, depth, entries);
+        return subtrie_root_in(jobs, depth, entries);
     }
-    subtrie_root(hasher, depth, &apply_changes(entries, changes))
+    subtrie_root_in(jobs, depth, &apply_changes(entries, changes))
 }
 
 impl MultiProof {

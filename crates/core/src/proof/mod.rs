@@ -11,7 +11,9 @@ mod path;
 mod sync;
 mod witness;
 
-pub use build::{path_proof_below, path_proof_from_entries, prove_and_update, prove_subtrie};
+pub use build::{
+    path_proof_below, path_proof_from_entries, prove_and_update, prove_and_update_in, prove_subtrie,
+};
 pub use multi::{MultiProof, ProofNode, VerifiedMultiProof, MAX_MULTIPROOF_NODES};
 pub use path::PathProof;
 pub use sync::{

@@ -17,9 +17,10 @@
 use crate::io::BLOCK_BYTES;
 use crate::state::blocks::{BlankBlock, PageBlock};
 use crate::state::prefix::Prefix;
-use sprig_core::proof::{path_proof_below, prove_and_update, PathProof, ProofNode};
+use sprig_core::jobs::{subtrie_root_in, HashJobs, NodeRef};
+use sprig_core::proof::{path_proof_below, prove_and_update_in, PathProof, ProofNode};
 use sprig_core::trie::{
-    apply_changes, bit_at, parent, shared_prefix_bits, subtrie_root, KeyPath, Node, ValueHash,
+    apply_changes, bit_at, shared_prefix_bits, KeyPath, Node, ValueHash,
     KEY_BITS,
     TERMINATOR,
 };
@@ -267,30 +268,66 @@ fn bucket_of(key: &KeyPath, depth: usize, bits: usize) -> usize {
 }
 
 /// The bucket nodes of a page at `depth` holding `leaves` (sorted); unused slots are the
-/// terminator.
+/// terminator. Every bucket's hashes are computed together ([`HashJobs`]).
 pub fn compute_buckets(hasher: Hasher, depth: usize, leaves: &[(KeyPath, ValueHash)]) -> Buckets {
     let bits = bucket_bits(depth);
-    let mut buckets = [TERMINATOR; BUCKETS];
-    let mut rest = leaves;
-    for (b, slot) in buckets.iter_mut().enumerate().take(1 << bits) {
-        let n = rest.partition_point(|(k, _)| bucket_of(k, depth, bits) <= b);
-        let (here, after) = rest.split_at(n);
-        *slot = subtrie_root(hasher, depth + bits, here);
-        rest = after;
+    with_jobs(hasher, |jobs| {
+        let mut refs = [NodeRef::TERMINATOR; BUCKETS];
+        let mut rest = leaves;
+        for (b, slot) in refs.iter_mut().enumerate().take(1 << bits) {
+            let n = rest.partition_point(|(k, _)| bucket_of(k, depth, bits) <= b);
+            let (here, after) = rest.split_at(n);
+            *slot = subtrie_root_in(jobs, depth + bits, here);
+            rest = after;
+        }
+        jobs.evaluate();
+        refs.map(|r| jobs.value(r))
+    })
+}
+
+/// Run `f` with this thread's reusable [`HashJobs`], emptied, for `hasher` (a new set when
+/// it is in use further up the stack): the page walks and bucket computations outside a
+/// commit's rewrite, which gathers its own.
+pub(crate) fn with_jobs<R>(hasher: Hasher, f: impl FnOnce(&mut HashJobs) -> R) -> R {
+    thread_local! {
+        static JOBS: std::cell::RefCell<Option<HashJobs>> = const { std::cell::RefCell::new(None) };
     }
-    buckets
+    JOBS.with(|cell| match cell.try_borrow_mut() {
+        Ok(mut slot) => {
+            let jobs = slot.get_or_insert_with(|| HashJobs::new(hasher));
+            jobs.reset(hasher);
+            f(jobs)
+        }
+        Err(_) => f(&mut HashJobs::new(hasher)),
+    })
 }
 
 /// The node at `level` levels below a page whose buckets sit `bits` levels below it, at
 /// position `index` of that level: the fold of the bucket nodes under it (as many hashes as
-/// it has internal nodes, none at the bucket level).
-fn fold_under(hasher: Hasher, bits: usize, buckets: &Buckets, level: usize, index: usize) -> Node {
+/// it has internal nodes, none at the bucket level), as jobs.
+fn fold_under_in(
+    jobs: &mut HashJobs,
+    bits: usize,
+    buckets: &[NodeRef; BUCKETS],
+    level: usize,
+    index: usize,
+) -> NodeRef {
     if level >= bits {
-        return buckets.get(index).copied().unwrap_or(TERMINATOR);
+        return buckets.get(index).copied().unwrap_or(NodeRef::TERMINATOR);
     }
-    let l = fold_under(hasher, bits, buckets, level + 1, 2 * index);
-    let r = fold_under(hasher, bits, buckets, level + 1, 2 * index + 1);
-    parent(hasher, &l, &r)
+    let l = fold_under_in(jobs, bits, buckets, level + 1, 2 * index);
+    let r = fold_under_in(jobs, bits, buckets, level + 1, 2 * index + 1);
+    jobs.parent(l, r)
+}
+
+/// [`fold_under_in`] of stored bucket nodes, computed.
+fn fold_under(hasher: Hasher, bits: usize, buckets: &Buckets, level: usize, index: usize) -> Node {
+    with_jobs(hasher, |jobs| {
+        let buckets = buckets.map(|b| jobs.known(b));
+        let node = fold_under_in(jobs, bits, &buckets, level, index);
+        jobs.evaluate();
+        jobs.value(node)
+    })
 }
 
 /// The node of a page at `depth` with these bucket nodes.
@@ -676,14 +713,32 @@ impl Page {
         changes: &[(KeyPath, Option<ValueHash>)],
         out: &mut Vec<ProofNode>,
     ) -> (Node, Buckets) {
+        with_jobs(hasher, |jobs| {
+            let (node, buckets) = self.walk(jobs, keys, changes, out);
+            jobs.evaluate();
+            jobs.fill(out);
+            (jobs.value(node), buckets.map(|b| jobs.value(b)))
+        })
+    }
+
+    /// [`Page::prove_and_update`] with its hashes gathered into `jobs`, for a caller that
+    /// computes those of many pages together: the proof's hashes are placeholders in `out`
+    /// until `jobs` is evaluated and fills them, and the node and bucket nodes are `jobs`'s.
+    pub fn walk(
+        &self,
+        jobs: &mut HashJobs,
+        keys: &[KeyPath],
+        changes: &[(KeyPath, Option<ValueHash>)],
+        out: &mut Vec<ProofNode>,
+    ) -> (NodeRef, [NodeRef; BUCKETS]) {
         let depth = self.prefix.depth();
-        let buckets = self.buckets();
         let mut walk = BucketWalk {
             page: self,
-            hasher,
+            hasher: jobs.hasher(),
             depth,
             bits: bucket_bits(depth),
-            buckets,
+            buckets: self.buckets().map(|b| jobs.known(b)),
+            jobs,
         };
         let node = walk.visit(0, 0, 0..self.len(), keys, changes, out);
         (node, walk.buckets)
@@ -954,7 +1009,9 @@ struct BucketWalk<'p> {
     depth: usize,
     bits: usize,
     /// The stored bucket nodes, then the new ones of the buckets visited.
-    buckets: Buckets,
+    buckets: [NodeRef; BUCKETS],
+    /// The walk's hashes, computed together once it is done.
+    jobs: &'p mut HashJobs,
 }
 
 impl BucketWalk<'_> {
@@ -968,19 +1025,19 @@ impl BucketWalk<'_> {
         keys: &[KeyPath],
         changes: &[(KeyPath, Option<ValueHash>)],
         out: &mut Vec<ProofNode>,
-    ) -> Node {
+    ) -> NodeRef {
         let h = self.hasher;
         let d = self.depth + level;
         if keys.is_empty() {
             // No key enters: the stored node stands, as proof sibling and as new node. Its
             // buckets are unchanged (only visited ones are rewritten), so it is their fold,
             // hashed here: a walk hashes only the siblings of its paths, not the whole tree.
-            let node = fold_under(h, self.bits, &self.buckets, level, index);
-            out.push(if node == TERMINATOR {
-                ProofNode::Terminator
+            let node = fold_under_in(self.jobs, self.bits, &self.buckets, level, index);
+            if node == NodeRef::TERMINATOR {
+                out.push(ProofNode::Terminator);
             } else {
-                ProofNode::Opaque(node)
-            });
+                self.jobs.push_opaque(out, node);
+            }
             return node;
         }
         if level == self.bits || entries.len() <= 1 {
@@ -991,7 +1048,7 @@ impl BucketWalk<'_> {
                     (*e.key, e.value.hash(h))
                 })
                 .collect();
-            let node = prove_and_update(h, d, &leaves, keys, changes, out);
+            let node = prove_and_update_in(self.jobs, d, &leaves, keys, changes, out);
             if level == self.bits {
                 self.buckets[index] = node;
             } else if !changes.is_empty() {
@@ -1021,7 +1078,7 @@ impl BucketWalk<'_> {
             &changes[c..],
             out,
         );
-        parent(h, &l, &r)
+        self.jobs.parent(l, r)
     }
 
     /// Recompute the buckets under position `index` at `level` from its (few) old leaves with
@@ -1041,8 +1098,9 @@ impl BucketWalk<'_> {
                 .filter(|(k, _)| bucket_of(k, self.depth, self.bits) == b)
                 .copied()
                 .collect();
+            let node = subtrie_root_in(self.jobs, self.depth + self.bits, &here);
             if let Some(slot) = self.buckets.get_mut(b) {
-                *slot = subtrie_root(self.hasher, self.depth + self.bits, &here);
+                *slot = node;
             }
         }
     }
@@ -1146,6 +1204,7 @@ impl<'a> Layout<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use sprig_core::proof::prove_and_update;
 
     fn key(i: u32) -> KeyPath {
         Hasher::Blake3.hash_value(&i.to_le_bytes())
