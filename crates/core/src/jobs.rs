@@ -33,6 +33,11 @@ impl NodeRef {
         slot: u32::MAX,
         kind: NodeKind::Terminator,
     };
+
+    /// The node's kind, known without computing it.
+    pub fn kind(self) -> NodeKind {
+        self.kind
+    }
 }
 
 /// One hash to compute: `H(left ‖ right)` of two places, labelled a leaf or an internal node,
@@ -117,11 +122,6 @@ impl HashJobs {
                 kind,
             },
         }
-    }
-
-    /// The kind of `node`, known without computing it.
-    pub fn kind(&self, node: NodeRef) -> NodeKind {
-        node.kind
     }
 
     fn height(&self, node: NodeRef) -> u32 {
@@ -424,6 +424,9 @@ mod tests {
                 panic!("no leaves");
             };
             assert_eq!(jobs.parent(first, NodeRef::TERMINATOR), first);
+            assert_eq!(first.kind(), NodeKind::Leaf);
+            assert_eq!(forced.kind(), NodeKind::Internal);
+            assert_eq!(NodeRef::TERMINATOR.kind(), NodeKind::Terminator);
             assert_eq!(jobs.value(first), first_node);
             assert_eq!(
                 jobs.parent(NodeRef::TERMINATOR, NodeRef::TERMINATOR),
