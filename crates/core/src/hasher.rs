@@ -121,16 +121,13 @@ impl Hasher {
 
     /// `H(block)` of each 64-byte block into `out` (as many as both hold), unlabelled: the
     /// hashes of [`crate::jobs::HashJobs`]. BLAKE3 runs them through its multi-lane kernel,
-    /// up to 16 at once, each as [`Hasher::hash_pair`] of its halves.
+    /// up to 16 at once, each as [`Hasher::hash_block`] computes it.
     pub(crate) fn hash_blocks(self, blocks: &[[u8; 64]], out: &mut [[u8; 32]]) {
         match self {
             Hasher::Blake3 => blake3_blocks(blocks, out),
             _ => {
                 for (block, o) in blocks.iter().zip(out.iter_mut()) {
-                    let (l, r) = block.split_at(32);
-                    if let (Ok(l), Ok(r)) = (l.try_into(), r.try_into()) {
-                        *o = self.hash_pair(l, r);
-                    }
+                    *o = self.hash_block(block);
                 }
             }
         }
@@ -138,20 +135,19 @@ impl Hasher {
 
     /// `H(left ‖ right)` with no labelling.
     fn hash_pair(self, left: &[u8; 32], right: &[u8; 32]) -> [u8; 32] {
+        let mut block = [0u8; 64];
+        let (l, r) = block.split_at_mut(32);
+        l.copy_from_slice(left);
+        r.copy_from_slice(right);
+        self.hash_block(&block)
+    }
+
+    /// `H(block)` of one 64-byte block (a pair's two halves), with no labelling.
+    fn hash_block(self, block: &[u8; 64]) -> [u8; 32] {
         match self {
-            Hasher::Blake3 => blake3_pair(left, right),
-            Hasher::Sha256 => {
-                let mut h = sha2::Sha256::new();
-                h.update(left);
-                h.update(right);
-                h.finalize().into()
-            }
-            Hasher::Keccak256 => {
-                let mut h = sha3::Keccak256::new();
-                h.update(left);
-                h.update(right);
-                h.finalize().into()
-            }
+            Hasher::Blake3 => compress_one_block(block, blake3::BLOCK_LEN as u8),
+            Hasher::Sha256 => sha2::Sha256::digest(block).into(),
+            Hasher::Keccak256 => sha3::Keccak256::digest(block).into(),
         }
     }
 
@@ -238,15 +234,6 @@ const CHUNK_START: u8 = 1;
 const CHUNK_END: u8 = 1 << 1;
 const ROOT: u8 = 1 << 3;
 
-/// BLAKE3 of the 64 bytes `left ‖ right` (see [`blake3_block`]): the pair hashes, leaves and
-/// internal nodes, that are nearly every hash of a commit.
-fn blake3_pair(left: &[u8; 32], right: &[u8; 32]) -> [u8; 32] {
-    let mut block = [0u8; blake3::BLOCK_LEN];
-    block[..32].copy_from_slice(left);
-    block[32..].copy_from_slice(right);
-    compress_one_block(&block, blake3::BLOCK_LEN as u8)
-}
-
 /// BLAKE3 of `bytes` if they fit in one block (at most 64 bytes: the short values, such as a
 /// balance or a byte key, whose hashes a commit recomputes for every entry of a bucket it
 /// touches), else `None`. Such an input is one block of one chunk, so its hash is one
@@ -266,7 +253,7 @@ fn blake3_block(bytes: &[u8]) -> Option<[u8; 32]> {
     Some(compress_one_block(&block, len))
 }
 
-/// BLAKE3 of each 64-byte block (as [`blake3_pair`] of its halves), through the crate's
+/// BLAKE3 of each 64-byte block (as [`Hasher::hash_block`] computes it), through the crate's
 /// multi-lane kernel, 16 at a time on AVX-512 (fewer lanes on other CPUs; one at a time where
 /// it has none).
 fn blake3_blocks(blocks: &[[u8; 64]], out: &mut [[u8; 32]]) {
@@ -395,7 +382,7 @@ mod tests {
             bytes[..32].copy_from_slice(&left);
             bytes[32..].copy_from_slice(&right);
             let expected = blake3::hash(&bytes);
-            proptest::prop_assert_eq!(&blake3_pair(&left, &right), expected.as_bytes());
+            proptest::prop_assert_eq!(&Hasher::Blake3.hash_pair(&left, &right), expected.as_bytes());
         }
     }
 }

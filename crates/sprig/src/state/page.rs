@@ -320,19 +320,14 @@ fn fold_under_in(
     jobs.parent(l, r)
 }
 
-/// [`fold_under_in`] of stored bucket nodes, computed.
-fn fold_under(hasher: Hasher, bits: usize, buckets: &Buckets, level: usize, index: usize) -> Node {
+/// The node of a page at `depth` with these bucket nodes.
+pub fn fold_buckets(hasher: Hasher, depth: usize, buckets: &Buckets) -> Node {
     with_jobs(hasher, |jobs| {
         let buckets = buckets.map(|b| jobs.known(b));
-        let node = fold_under_in(jobs, bits, &buckets, level, index);
+        let node = fold_under_in(jobs, bucket_bits(depth), &buckets, 0, 0);
         jobs.evaluate();
         jobs.value(node)
     })
-}
-
-/// The node of a page at `depth` with these bucket nodes.
-pub fn fold_buckets(hasher: Hasher, depth: usize, buckets: &Buckets) -> Node {
-    fold_under(hasher, bucket_bits(depth), buckets, 0, 0)
 }
 
 struct Cursor<'a> {
@@ -734,7 +729,6 @@ impl Page {
         let depth = self.prefix.depth();
         let mut walk = BucketWalk {
             page: self,
-            hasher: jobs.hasher(),
             depth,
             bits: bucket_bits(depth),
             buckets: self.buckets().map(|b| jobs.known(b)),
@@ -763,32 +757,32 @@ impl Page {
     pub fn path_proof_below(&self, hasher: Hasher, key: &KeyPath) -> PathProof {
         let depth = self.prefix.depth();
         let bits = bucket_bits(depth);
-        let buckets = self.buckets();
         let items = self.items();
         let mut here: &[(KeyPath, ValueRef<'_>)] = &items;
-        let mut siblings = Vec::new();
-        let mut index = 0usize;
-        for level in 0..bits {
-            if here.len() <= 1 {
-                break;
+        // The siblings above the buckets, folded from the stored bucket nodes together.
+        let mut siblings = with_jobs(hasher, |jobs| {
+            let buckets = self.buckets().map(|b| jobs.known(b));
+            let mut refs = Vec::new();
+            let mut index = 0usize;
+            for level in 0..bits {
+                if here.len() <= 1 {
+                    break;
+                }
+                let d = depth + level;
+                let split = here.partition_point(|(k, _)| !bit_at(k, d));
+                let right = bit_at(key, d);
+                let sibling = 2 * index + usize::from(!right);
+                refs.push(fold_under_in(jobs, bits, &buckets, level + 1, sibling));
+                here = if right {
+                    &here[split..]
+                } else {
+                    &here[..split]
+                };
+                index = 2 * index + usize::from(right);
             }
-            let d = depth + level;
-            let split = here.partition_point(|(k, _)| !bit_at(k, d));
-            let right = bit_at(key, d);
-            siblings.push(fold_under(
-                hasher,
-                bits,
-                &buckets,
-                level + 1,
-                2 * index + usize::from(!right),
-            ));
-            here = if right {
-                &here[split..]
-            } else {
-                &here[..split]
-            };
-            index = 2 * index + usize::from(right);
-        }
+            jobs.evaluate();
+            refs.into_iter().map(|r| jobs.value(r)).collect::<Vec<Node>>()
+        });
         let level = siblings.len();
         let leaves: Vec<(KeyPath, ValueHash)> =
             here.iter().map(|(k, v)| (*k, v.hash(hasher))).collect();
@@ -1005,7 +999,6 @@ impl Writer<'_> {
 /// The walk of [`Page::prove_and_update`] down the bucket tree.
 struct BucketWalk<'p> {
     page: &'p Page,
-    hasher: Hasher,
     depth: usize,
     bits: usize,
     /// The stored bucket nodes, then the new ones of the buckets visited.
@@ -1026,7 +1019,7 @@ impl BucketWalk<'_> {
         changes: &[(KeyPath, Option<ValueHash>)],
         out: &mut Vec<ProofNode>,
     ) -> NodeRef {
-        let h = self.hasher;
+        let h = self.jobs.hasher();
         let d = self.depth + level;
         if keys.is_empty() {
             // No key enters: the stored node stands, as proof sibling and as new node. Its

@@ -102,20 +102,12 @@ pub(crate) fn rewrite_regions(
             Vec::with_capacity(share.iter().map(proof_guess).sum::<usize>() / 2);
         let mut done = Vec::with_capacity(share.len());
         let mut jobs = HashJobs::new(hasher);
-        let mut walked = Vec::with_capacity(WALK_GROUP);
         // A group of regions walked, their hashes computed together, then their pages made.
         for group in share.chunks(WALK_GROUP) {
             jobs.clear();
-            walked.clear();
-            for w in group {
-                let start = proof.len();
-                let walk = walk_region(&mut jobs, w, w.page.as_ref(), keys, changes, &mut proof);
-                walked.push((walk, start..proof.len()));
-            }
-            jobs.evaluate();
-            jobs.fill(&mut proof);
-            for (w, (walk, range)) in group.iter().zip(walked.drain(..)) {
-                let walk = walk.resolve(&jobs);
+            let regions = group.iter().map(|w| (w, w.page.as_ref()));
+            let walked = walk_group(&mut jobs, regions, keys, changes, &mut proof);
+            for (w, (walk, range)) in group.iter().zip(walked) {
                 let r = rewrite_walked(arena, hasher, stamp, w, w.page.as_ref(), changes, walk)?;
                 done.push((r, range));
             }
@@ -193,7 +185,11 @@ pub(crate) fn rewrite_regions_loading(
             let work = works.get(w)?;
             let page = loaded.get(w).and_then(|slot| slot.get()).or(work.page.as_ref());
             let mut proof = Vec::with_capacity(proof_guess(work));
-            let r = rewrite_region(arena, inner.hasher, stamp, work, page, keys, changes, &mut proof);
+            let walked = with_jobs(inner.hasher, |jobs| {
+                walk_group(jobs, std::iter::once((work, page)), keys, changes, &mut proof)
+            });
+            let walk = walked.into_iter().next().map(|(walk, _)| walk)?;
+            let r = rewrite_walked(arena, inner.hasher, stamp, work, page, changes, walk);
             Some(r.map(|r| (r, proof)))
         },
     );
@@ -280,31 +276,33 @@ fn walk_region(
     }
 }
 
-/// Rewrite one region, whose page (if it has one) is `page`, appending the multi-proof nodes
-/// of its keys below its position to `proof`.
-#[allow(clippy::too_many_arguments)]
-fn rewrite_region(
-    arena: &Arc<Arena>,
-    hasher: Hasher,
-    stamp: Stamp,
-    work: &RegionWork,
-    page: Option<&Arc<Page>>,
+/// Walk `regions` (each with its page, if it has one), appending each one's proof nodes to
+/// `proof`, then compute all their hashes together in `jobs` (emptied by the caller): each
+/// region's walk with its nodes computed, and its proof's range in `proof`.
+fn walk_group<'w>(
+    jobs: &mut HashJobs,
+    regions: impl Iterator<Item = (&'w RegionWork, Option<&'w Arc<Page>>)>,
     keys: &[KeyPath],
     changes: &[Change],
     proof: &mut Vec<ProofNode>,
-) -> Result<Rewritten> {
-    let walk = with_jobs(hasher, |jobs| {
-        let walk = walk_region(jobs, work, page, keys, changes, proof);
-        jobs.evaluate();
-        jobs.fill(proof);
-        walk.resolve(jobs)
-    });
-    rewrite_walked(arena, hasher, stamp, work, page, changes, walk)
+) -> Vec<(Walked<Node>, Range<usize>)> {
+    let walked: Vec<(Walked, Range<usize>)> = regions
+        .map(|(work, page)| {
+            let start = proof.len();
+            let walk = walk_region(jobs, work, page, keys, changes, proof);
+            (walk, start..proof.len())
+        })
+        .collect();
+    jobs.evaluate();
+    jobs.fill(proof);
+    walked
+        .into_iter()
+        .map(|(walk, range)| (walk.resolve(jobs), range))
+        .collect()
 }
 
 /// The rest of a region's rewrite once its walk's hashes are computed: its new
 /// page or pages.
-#[allow(clippy::too_many_arguments)]
 fn rewrite_walked(
     arena: &Arc<Arena>,
     hasher: Hasher,
