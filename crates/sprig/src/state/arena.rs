@@ -235,22 +235,9 @@ fn store_u64(words: &[AtomicU32], at: usize, v: u64) {
     store(words, at + 1, (v >> 32) as u32);
 }
 
-/// Prefetch the cache lines of `words` (one slot, or one page of a twig). A hint only:
-/// nothing is read, and it never faults.
+/// Prefetch the cache lines of `words` (one slot, or one page of a twig).
 fn prefetch_words(words: &[AtomicU32]) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-        let first = words.as_ptr();
-        // Every 64 bytes from the first word, and the last: each line the words span.
-        for at in (0..words.len()).step_by(16).chain([words.len().saturating_sub(1)]) {
-            // SAFETY: a prefetch is a hint that reads no memory and cannot fault, whatever
-            // the address; SSE, which it needs, is part of every x86-64 CPU.
-            unsafe { _mm_prefetch::<_MM_HINT_T0>(first.wrapping_add(at).cast::<i8>()) };
-        }
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = words;
+    crate::state::prefetch::prefetch_span(words.as_ptr().cast::<u8>(), std::mem::size_of_val(words));
 }
 
 // A page's fields (in a page slot, or either half of a twig): node (8 words), stored location

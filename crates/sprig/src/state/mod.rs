@@ -8,6 +8,7 @@ pub mod cache;
 pub mod directory;
 pub mod page;
 pub mod page_ref;
+pub mod prefetch;
 pub mod prefix;
 pub mod reclaim;
 pub mod tables;

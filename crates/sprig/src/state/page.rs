@@ -539,6 +539,14 @@ impl Page {
         &self.bytes
     }
 
+    /// Ask the CPU to bring the page (its bytes and entry offsets) into its cache ahead of a
+    /// walk or rewrite of it.
+    pub fn prefetch(&self) {
+        use crate::state::prefetch::prefetch_span;
+        prefetch_span(self.bytes.as_ptr(), BLOCK_BYTES);
+        prefetch_span(self.offsets.as_ptr().cast::<u8>(), std::mem::size_of_val(self.offsets.as_slice()));
+    }
+
     /// The number of entries.
     pub fn len(&self) -> usize {
         self.offsets.len()
