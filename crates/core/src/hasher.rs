@@ -163,9 +163,7 @@ impl Hasher {
     /// assert_eq!(Hasher::node_kind(&leaf), NodeKind::Leaf); // the top bit is set
     /// ```
     pub fn hash_leaf(self, key_path: &KeyPath, value_hash: &ValueHash) -> Node {
-        let mut node = self.hash_pair(key_path, value_hash);
-        node[0] |= 0x80;
-        node
+        labelled(self.hash_pair(key_path, value_hash), true)
     }
 
     /// The hash of an internal node: `H(left ‖ right)` with the most significant bit cleared.
@@ -184,9 +182,7 @@ impl Hasher {
     /// assert_eq!(state.root(), h.hash_internal(&leaf(&a, b"a"), &leaf(&b, b"b")));
     /// ```
     pub fn hash_internal(self, left: &Node, right: &Node) -> Node {
-        let mut node = self.hash_pair(left, right);
-        node[0] &= 0x7f;
-        node
+        labelled(self.hash_pair(left, right), false)
     }
 
     /// The kind of node a hash denotes: the terminator is all zeros, leaves have the most
@@ -209,6 +205,18 @@ impl Hasher {
             NodeKind::Internal
         }
     }
+}
+
+/// `hash` (of a pair) labelled as a leaf (most significant bit set) or an internal node
+/// (cleared): the one labelling rule of [`Hasher::hash_leaf`], [`Hasher::hash_internal`] and
+/// the jobs of [`crate::jobs::HashJobs`].
+pub(crate) fn labelled(mut hash: [u8; 32], leaf: bool) -> Node {
+    if leaf {
+        hash[0] |= 0x80;
+    } else {
+        hash[0] &= 0x7f;
+    }
+    hash
 }
 
 impl core::fmt::Display for Hasher {

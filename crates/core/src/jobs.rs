@@ -14,7 +14,7 @@
 //! internal job an internal node), so the trie's compaction rule ([`crate::trie::parent`])
 //! applies while gathering.
 
-use crate::hasher::Hasher;
+use crate::hasher::{labelled, Hasher};
 use crate::proof::ProofNode;
 use crate::trie::{bit_at, parent_kind, KeyPath, Node, NodeKind, ValueHash, KEY_BITS, TERMINATOR};
 use alloc::vec::Vec;
@@ -60,9 +60,8 @@ pub struct HashJobs {
     values: Vec<Node>,
     /// Each place's height: 0 for a known node, one more than its inputs' for a job's.
     heights: Vec<u32>,
-    jobs: Vec<Job>,
     /// The jobs of each height (from 1).
-    levels: Vec<Vec<u32>>,
+    levels: Vec<Vec<Job>>,
     /// Proof nodes to write once evaluated: their index in the proof, and their place.
     fills: Vec<(usize, u32)>,
     /// Scratch of [`HashJobs::evaluate`]: the blocks of one call to the hasher.
@@ -76,7 +75,6 @@ impl HashJobs {
             hasher,
             values: Vec::new(),
             heights: Vec::new(),
-            jobs: Vec::new(),
             levels: Vec::new(),
             fills: Vec::new(),
             blocks: Vec::new(),
@@ -99,7 +97,6 @@ impl HashJobs {
     pub fn clear(&mut self) {
         self.values.clear();
         self.heights.clear();
-        self.jobs.clear();
         for level in &mut self.levels {
             level.clear();
         }
@@ -107,7 +104,13 @@ impl HashJobs {
     }
 
     fn place(&mut self, node: Node, height: u32) -> u32 {
+        // The last number is the terminator's (it has no place): a set never gets that large
+        // (a subtree's are gathered at most `EAGER_ENTRIES` entries at a time).
         let slot = u32::try_from(self.values.len()).unwrap_or(u32::MAX);
+        debug_assert!(
+            slot < u32::MAX,
+            "more than 2^32 - 1 places in one set of hash jobs"
+        );
         self.values.push(node);
         self.heights.push(height);
         slot
@@ -139,13 +142,12 @@ impl HashJobs {
 
     fn push(&mut self, left: u32, right: u32, height: u32, leaf: bool) -> NodeRef {
         let out = self.place(TERMINATOR, height);
-        self.jobs.push(Job {
+        let job = Job {
             left,
             right,
             out,
             leaf,
-        });
-        let job = u32::try_from(self.jobs.len() - 1).unwrap_or(u32::MAX);
+        };
         let h = height as usize;
         if self.levels.len() <= h {
             self.levels.resize_with(h + 1, Vec::new);
@@ -206,28 +208,20 @@ impl HashJobs {
         let mut out = [[0u8; 32]; LANES];
         for level in &self.levels {
             for chunk in level.chunks(LANES) {
-                for (block, &j) in blocks.iter_mut().zip(chunk) {
-                    if let Some(job) = self.jobs.get(j as usize) {
-                        let (l, r) = block.split_at_mut(32);
-                        l.copy_from_slice(&value(&self.values, job.left));
-                        r.copy_from_slice(&value(&self.values, job.right));
-                    }
+                for (block, job) in blocks.iter_mut().zip(chunk) {
+                    let (l, r) = block.split_at_mut(32);
+                    l.copy_from_slice(&value(&self.values, job.left));
+                    r.copy_from_slice(&value(&self.values, job.right));
                 }
                 let k = chunk.len();
                 hasher.hash_blocks(
                     blocks.get(..k).unwrap_or_default(),
                     out.get_mut(..k).unwrap_or_default(),
                 );
-                for (&j, mut node) in chunk.iter().zip(out) {
-                    if let Some(job) = self.jobs.get(j as usize) {
-                        if job.leaf {
-                            node[0] |= 0x80;
-                        } else {
-                            node[0] &= 0x7f;
-                        }
-                        if let Some(v) = self.values.get_mut(job.out as usize) {
-                            *v = node;
-                        }
+                for (job, node) in chunk.iter().zip(out) {
+                    // Every job's place is made with it (`push`).
+                    if let Some(v) = self.values.get_mut(job.out as usize) {
+                        *v = labelled(node, job.leaf);
                     }
                 }
             }
@@ -236,15 +230,27 @@ impl HashJobs {
     }
 
     /// The node `node` stands for (after [`HashJobs::evaluate`]).
+    ///
+    /// A node of another set is a caller's error, asserted in debug builds (release builds
+    /// read the terminator for a place beyond the set's).
     pub fn value(&self, node: NodeRef) -> Node {
         value(&self.values, node.slot)
     }
 
     /// Write the evaluated nodes of the placeholders [`HashJobs::push_opaque`] put in `proof`.
+    ///
+    /// Filling another proof than the one they were put in is a caller's error, asserted in
+    /// debug builds where a placeholder lies beyond its end.
     pub fn fill(&mut self, proof: &mut [ProofNode]) {
         for (at, slot) in self.fills.drain(..) {
+            let node = value(&self.values, slot);
+            debug_assert!(
+                at < proof.len(),
+                "a proof placeholder at {at} beyond the proof's {} nodes: filled into another proof",
+                proof.len()
+            );
             if let Some(p) = proof.get_mut(at) {
-                *p = ProofNode::Opaque(value(&self.values, slot));
+                *p = ProofNode::Opaque(node);
             }
         }
     }
@@ -299,8 +305,13 @@ const EAGER_ENTRIES: usize = 4096;
 /// How many hashes [`HashJobs::evaluate`] hands the hasher at once (BLAKE3's widest lanes).
 const LANES: usize = 16;
 
-/// The node at `slot` (the terminator where there is none: [`NodeRef::TERMINATOR`]'s).
+/// The node at `slot`: the terminator for [`NodeRef::TERMINATOR`]'s, which has no place.
 fn value(values: &[Node], slot: u32) -> Node {
+    debug_assert!(
+        slot == NodeRef::TERMINATOR.slot || (slot as usize) < values.len(),
+        "node place {slot} beyond this set of hash jobs' {}: a node of another set",
+        values.len()
+    );
     values.get(slot as usize).copied().unwrap_or(TERMINATOR)
 }
 
@@ -337,6 +348,33 @@ mod tests {
             jobs.values.len() < 16,
             "the large subtree was gathered at once"
         );
+    }
+
+    /// A node of another set of jobs is asserted against (debug builds), not read as some
+    /// node of this one.
+    #[test]
+    #[should_panic(expected = "a node of another set")]
+    fn a_node_of_another_set_is_refused() {
+        let mut big = HashJobs::new(Hasher::Blake3);
+        let mut node = NodeRef::TERMINATOR;
+        for i in 0..4u8 {
+            node = big.leaf(&[i; 32], &[i; 32]);
+        }
+        let small = HashJobs::new(Hasher::Blake3);
+        let _ = small.value(node);
+    }
+
+    /// Placeholders filled into a proof shorter than the one they were put in are asserted
+    /// against (debug builds).
+    #[test]
+    #[should_panic(expected = "filled into another proof")]
+    fn placeholders_fill_only_their_proof() {
+        let mut jobs = HashJobs::new(Hasher::Blake3);
+        let leaf = jobs.leaf(&[1; 32], &[2; 32]);
+        let mut proof = vec![ProofNode::Internal];
+        jobs.push_opaque(&mut proof, leaf);
+        jobs.evaluate();
+        jobs.fill(&mut [ProofNode::Internal]);
     }
 
     proptest::proptest! {
