@@ -1,7 +1,7 @@
 # Sprig's task runner: CI calls these same targets (see .ci/run).
 CARGO ?= cargo
 
-.PHONY: test lint fmt build demo fuzz-build nostd doc examples ffi-header python-test
+.PHONY: test tests io-backend lint fmt build demo fuzz-build nostd doc examples ffi-header python-test
 
 # The Python package: its own workspace (built by maturin), its own target directory, and a
 # virtual environment under target/ for its tests.
@@ -14,16 +14,38 @@ PY_VENV = target/py-venv
 NOSTD_MANIFEST = --manifest-path crates/core/nostd-check/Cargo.toml
 NOSTD_CHECK = $(NOSTD_MANIFEST) --target-dir target/nostd-check
 
-## test: everything CI checks — formatting, lints, the whole test suite (whose log names the
-## I/O backend this machine gives a database), sprig-core without std, fuzz targets build.
+## test: everything CI checks — formatting, lints, the whole test suite (and the I/O backend
+## this machine gives a database, named in the log), sprig-core without std, fuzz targets build.
 test: lint
-	$(CARGO) test --workspace --all-targets
+	$(MAKE) tests
+	$(MAKE) io-backend
 	$(CARGO) test --workspace --doc
 	$(MAKE) examples
 	$(MAKE) python-test
 	$(MAKE) doc
 	$(MAKE) nostd
 	$(MAKE) fuzz-build
+
+## tests: the workspace's tests, with cargo-nextest where it is installed (every test in its
+## own process, so the few long single-test binaries run beside the rest instead of one after
+## another), else with `cargo test`. Both build the same test profile.
+tests:
+	@if $(CARGO) nextest --version >/dev/null 2>&1; then \
+	  echo "$(CARGO) nextest run --workspace --all-targets --no-fail-fast"; \
+	  $(CARGO) nextest run --workspace --all-targets --no-fail-fast; \
+	else \
+	  echo "$(CARGO) test --workspace --all-targets (cargo-nextest not installed)"; \
+	  $(CARGO) test --workspace --all-targets; \
+	fi
+
+## io-backend: the I/O backend a new database gets on this machine, as `sprig stats` names it
+## (io_uring or the reason it was refused; direct I/O or the reason), so the log says what the
+## tests ran on. Built with the test profile, reusing what the tests compiled.
+io-backend:
+	@d=$$(mktemp -d) && \
+	  $(CARGO) run -q --profile test -p sprig-cli -- --db $$d/db init >/dev/null && \
+	  $(CARGO) run -q --profile test -p sprig-cli -- --db $$d/db stats | grep "^I/O backend"; \
+	  rc=$$?; rm -rf $$d; exit $$rc
 
 ## lint: formatting and clippy with warnings as errors.
 lint:
