@@ -40,11 +40,14 @@ tests:
 
 ## io-backend: the I/O backend a new database gets on this machine, as `sprig stats` names it
 ## (io_uring or the reason it was refused; direct I/O or the reason), so the log says what the
-## tests ran on. Built with the test profile, reusing what the tests compiled.
+## tests ran on. Runs the `sprig` binary the tests built (`cargo run -p sprig-cli` would build
+## sprig again, without the features its tests turn on); builds it if it is missing.
+SPRIG_TEST_BIN = $(or $(CARGO_TARGET_DIR),target)/debug/sprig
 io-backend:
+	@test -x $(SPRIG_TEST_BIN) || $(CARGO) build -q -p sprig-cli
 	@d=$$(mktemp -d) && \
-	  $(CARGO) run -q --profile test -p sprig-cli -- --db $$d/db init >/dev/null && \
-	  $(CARGO) run -q --profile test -p sprig-cli -- --db $$d/db stats | grep "^I/O backend"; \
+	  $(SPRIG_TEST_BIN) --db $$d/db init >/dev/null && \
+	  $(SPRIG_TEST_BIN) --db $$d/db stats | grep "^I/O backend"; \
 	  rc=$$?; rm -rf $$d; exit $$rc
 
 ## lint: formatting and clippy with warnings as errors.
