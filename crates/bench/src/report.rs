@@ -60,6 +60,11 @@ pub struct RunResult {
     pub finish_ms_mean: Option<f64>,
     #[serde(default)]
     pub durable_ms_mean: Option<f64>,
+    /// Of those, each step of Sprig's finish and durable commit, mean ms a batch, by the
+    /// name of its `sprig::telemetry::Phase` (`locate`, `rewrite`, `load` (within
+    /// `rewrite`), `witness`; `write`, `sync`, `log`, `housekeeping`).
+    #[serde(default)]
+    pub steps_ms: Option<std::collections::BTreeMap<String, f64>>,
     /// CPU time (every thread of the process) a batch's commit phase used, mean, ms.
     #[serde(default)]
     pub commit_cpu_ms_mean: Option<f64>,
@@ -295,6 +300,25 @@ pub fn describe(r: &RunResult) -> String {
     s
 }
 
+/// Sprig's steps of a batch, mean ms each: `finish`'s, then the durable commit's.
+fn steps_detail(steps: &std::collections::BTreeMap<String, f64>) -> String {
+    use sprig::telemetry::Phase;
+    let ms = |p: Phase| steps.get(p.name()).copied().unwrap_or(0.0);
+    format!(
+        "finish's steps locate {:.1}, rewrite {:.1} (loading pages {:.1} of it), witness and \
+         directory {:.1} ms; the durable commit's write {:.1}, sync {:.1}, log {:.1}, \
+         housekeeping {:.1} ms",
+        ms(Phase::Locate),
+        ms(Phase::Rewrite),
+        ms(Phase::Load),
+        ms(Phase::Witness),
+        ms(Phase::Write),
+        ms(Phase::Sync),
+        ms(Phase::Log),
+        ms(Phase::Housekeeping),
+    )
+}
+
 /// The engine's own counters per unit, in one sentence, where it keeps them, the I/O backend
 /// it used, and what opening it cost.
 pub fn engine_detail(r: &RunResult) -> Option<String> {
@@ -322,6 +346,9 @@ pub fn engine_detail(r: &RunResult) -> Option<String> {
             "of the commit's {:.1} ms a batch, finish {f:.1} ms and {durable} {d:.1} ms",
             r.commit_ms_mean
         ));
+    }
+    if let Some(steps) = &r.steps_ms {
+        parts.push(steps_detail(steps));
     }
     if let Some(io) = &r.io_backend {
         parts.push(format!("I/O backend: {io}"));

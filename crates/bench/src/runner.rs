@@ -407,6 +407,10 @@ pub fn run(
         commit_ms_mean: commit_total.as_secs_f64() * 1e3 / n,
         finish_ms_mean: per_batch(|c| c.finish_nanos).map(|ns| ns / 1e6),
         durable_ms_mean: per_batch(|c| c.durable_nanos).map(|ns| ns / 1e6),
+        steps_ms: counters_before
+            .zip(counters_after)
+            .map(|(a, b)| steps_ms(&a.phases, &b.phases, n))
+            .filter(|steps| steps.values().any(|ms| *ms > 0.0)),
         commit_cpu_ms_mean: Some(commit_cpu.as_secs_f64() * 1e3 / n),
         read_phase_reads_per_sec: Some(
             read_phase_bytes as f64 / 4096.0 / read_total.as_secs_f64().max(1e-9),
@@ -440,6 +444,22 @@ pub fn run(
         }),
         io_backend,
     })
+}
+
+/// The mean time a batch spent in each of Sprig's steps of finishing and committing it, ms,
+/// by step name, from the engine's counts before and after the batches.
+fn steps_ms(
+    before: &sprig::PhaseTimes,
+    after: &sprig::PhaseTimes,
+    batches: f64,
+) -> std::collections::BTreeMap<String, f64> {
+    sprig::telemetry::Phase::ALL
+        .iter()
+        .map(|p| {
+            let took = after.of(*p).saturating_sub(before.of(*p));
+            (p.name().to_string(), took.as_secs_f64() * 1e3 / batches)
+        })
+        .collect()
 }
 
 #[cfg(test)]

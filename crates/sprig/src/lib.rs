@@ -73,7 +73,7 @@ pub use log::recovery::{LostTail, RecoveryReport};
 pub use options::{Options, SyncPolicy};
 pub use sprig_core::{self as core, Hasher, KeyPath, Node, SyncChunk, SyncVerifier, TableProof};
 pub use state::page::MAX_VALUE_BYTES;
-pub use stats::{ReadKind, Stats};
+pub use stats::{PhaseTimes, ReadKind, Stats};
 pub use telemetry::describe_metrics;
 pub use write::{
     BulkOptions, BulkPhase, BulkProgress, BulkReport, CommitInfo, ImportOptions,

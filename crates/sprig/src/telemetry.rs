@@ -43,6 +43,13 @@ pub mod names {
     /// Histogram, seconds: a batch applied in memory (`WriteBatch::finish`: its page reads,
     /// page rebuilds and hashing).
     pub const FINISH_SECONDS: &str = "sprig_finish_seconds";
+    /// Histogram, seconds: one step of `WriteBatch::finish` for one table, by label `phase`:
+    /// `locate` (the batch's keys sorted, located in the directory and cut into regions; the
+    /// pages not in memory loaded too for a batch of few keys or with upserts),
+    /// `rewrite` (the regions' pages rebuilt and hashed, the pages not in memory read as they
+    /// go), `load` (within `rewrite`, until the last of those pages had arrived), `witness`
+    /// (the witness and the new directory, computed side by side).
+    pub const FINISH_PHASE_SECONDS: &str = "sprig_finish_phase_seconds";
     /// Counter: SSD reads of pages, by label `kind` (`lookup`, `batch`, `proof`,
     /// `maintenance`; a run of nearby blocks the cleaner reads at once counts as one).
     pub const PAGE_READS: &str = "sprig_page_reads_total";
@@ -128,6 +135,12 @@ pub const CATALOG: &[(&str, MetricKind, Unit, &str)] = {
             Histogram,
             Unit::Seconds,
             "Time to apply a batch in memory: reads, page rebuilds, hashing.",
+        ),
+        (
+            FINISH_PHASE_SECONDS,
+            Histogram,
+            Unit::Seconds,
+            "Time of each step of applying a batch in memory (locate, rewrite, load, witness).",
         ),
         (
             PAGE_READS,
@@ -280,24 +293,77 @@ pub fn describe_metrics() {
     }
 }
 
-/// A phase of a commit, timed into [`names::COMMIT_PHASE_SECONDS`].
+/// A step of finishing a batch, timed into [`names::FINISH_PHASE_SECONDS`], or of committing
+/// one, timed into [`names::COMMIT_PHASE_SECONDS`]; each also summed into
+/// [`crate::Stats::phase_times`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Phase {
-    /// Allocating and writing pages and values.
+    /// Finishing: the batch's keys sorted, located in the directory and cut into regions
+    /// (for a batch of few keys or with upserts, the pages not in memory loaded too).
+    Locate,
+    /// Finishing: the regions' pages rebuilt and hashed (reading those not in memory).
+    Rewrite,
+    /// Finishing, within [`Phase::Rewrite`]: until the last page not in memory had arrived.
+    Load,
+    /// Finishing: the witness and the new directory, computed side by side.
+    Witness,
+    /// Committing: allocating and writing pages and values.
     Write,
-    /// Syncing the segments written.
+    /// Committing: syncing the segments written.
     Sync,
-    /// Appending (and syncing) the commit record.
+    /// Committing: appending (and syncing) the commit record.
     Log,
-    /// Checkpoints and deleting emptied segments after a commit.
+    /// Committing: checkpoints and deleting emptied segments after a commit.
     Housekeeping,
+}
+
+impl Phase {
+    /// Every phase, in the order of their histograms and counters.
+    pub const ALL: [Phase; 8] = [
+        Phase::Locate,
+        Phase::Rewrite,
+        Phase::Load,
+        Phase::Witness,
+        Phase::Write,
+        Phase::Sync,
+        Phase::Log,
+        Phase::Housekeeping,
+    ];
+
+    /// The phase's `phase` label.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Phase::Locate => "locate",
+            Phase::Rewrite => "rewrite",
+            Phase::Load => "load",
+            Phase::Witness => "witness",
+            Phase::Write => "write",
+            Phase::Sync => "sync",
+            Phase::Log => "log",
+            Phase::Housekeeping => "housekeeping",
+        }
+    }
+
+    /// Whether the phase is one of finishing a batch (else of committing one).
+    pub const fn of_finish(self) -> bool {
+        matches!(
+            self,
+            Phase::Locate | Phase::Rewrite | Phase::Load | Phase::Witness
+        )
+    }
+
+    /// The phase's place in [`Phase::ALL`].
+    pub(crate) const fn index(self) -> usize {
+        self as usize
+    }
 }
 
 /// The handles one database records with, registered once at open with its `db` label.
 pub(crate) struct Metrics {
     pub commits: Counter,
     pub commit_seconds: Histogram,
-    phases: [Histogram; 4],
+    phases: [Histogram; Phase::ALL.len()],
     pub finish_seconds: Histogram,
     /// Indexed like [`crate::ReadKind`]: lookup, batch, proof, maintenance.
     pub page_reads: [Counter; 4],
@@ -331,18 +397,20 @@ impl Metrics {
         use names::*;
         let c = |n: &'static str| metrics::counter!(n, "db" => name.to_string());
         let g = |n: &'static str| metrics::gauge!(n, "db" => name.to_string());
-        let phase = |p: &'static str| metrics::histogram!(COMMIT_PHASE_SECONDS, "db" => name.to_string(), "phase" => p);
+        let phase = |p: Phase| {
+            let metric = if p.of_finish() {
+                FINISH_PHASE_SECONDS
+            } else {
+                COMMIT_PHASE_SECONDS
+            };
+            metrics::histogram!(metric, "db" => name.to_string(), "phase" => p.name())
+        };
         let reads =
             |k: &'static str| metrics::counter!(PAGE_READS, "db" => name.to_string(), "kind" => k);
         Metrics {
             commits: c(COMMITS),
             commit_seconds: metrics::histogram!(COMMIT_SECONDS, "db" => name.to_string()),
-            phases: [
-                phase("write"),
-                phase("sync"),
-                phase("log"),
-                phase("housekeeping"),
-            ],
+            phases: Phase::ALL.map(phase),
             finish_seconds: metrics::histogram!(FINISH_SECONDS, "db" => name.to_string()),
             page_reads: [
                 reads("lookup"),
@@ -375,14 +443,27 @@ impl Metrics {
         }
     }
 
-    /// Record how long a commit phase took.
+    /// Record how long a phase of finishing or committing a batch took.
     pub(crate) fn phase(&self, phase: Phase, took: Duration) {
-        let i = match phase {
-            Phase::Write => 0,
-            Phase::Sync => 1,
-            Phase::Log => 2,
-            Phase::Housekeeping => 3,
-        };
-        self.phases[i].record(took.as_secs_f64());
+        self.phases[phase.index()].record(took.as_secs_f64());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each phase's index is its place in `Phase::ALL` (histograms and counters are indexed
+    /// by it), each has its own label, and the finish's phases come first.
+    #[test]
+    fn phases_are_indexed_in_order_with_distinct_labels() {
+        for (i, p) in Phase::ALL.iter().enumerate() {
+            assert_eq!(p.index(), i, "{p:?}");
+            assert_eq!(p.of_finish(), i < 4, "{p:?}");
+        }
+        let mut names: Vec<&str> = Phase::ALL.iter().map(|p| p.name()).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), Phase::ALL.len());
     }
 }

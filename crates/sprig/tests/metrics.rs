@@ -1,6 +1,7 @@
 //! Metrics through the `metrics` facade: a database opened under a recorder reports every
 //! metric of `sprig::telemetry::CATALOG` with its `db` label, and the values follow what the
-//! engine did (commits, page reads by kind, bytes written, commit phases, size gauges).
+//! engine did (commits, page reads by kind, bytes written, finish and commit phases, size
+//! gauges).
 
 use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
 use sprig::telemetry::{names, MetricKind as Kind, CATALOG};
@@ -128,6 +129,16 @@ fn a_database_reports_every_catalogued_metric_with_values_that_follow_its_work()
         );
         assert_eq!(n, 4, "phase {phase}");
     }
+    // Finishing's steps, once a batch (one table); pages loaded from the SSD by the three
+    // batches after the first (no page cache), none by the first (an empty database).
+    for (phase, n) in [("locate", 4), ("rewrite", 4), ("witness", 4), ("load", 3)] {
+        let got = observations(
+            &v,
+            names::FINISH_PHASE_SECONDS,
+            labels("node-a", &[("phase", phase)]),
+        );
+        assert_eq!(got, n, "finish phase {phase}");
+    }
     assert_eq!(gauge(&v, names::SEQ, "node-a"), 4.0);
     assert_eq!(gauge(&v, names::ENTRIES, "node-a"), 2000.0);
     assert!(gauge(&v, names::DISK_BYTES, "node-a") > 0.0);
@@ -137,6 +148,15 @@ fn a_database_reports_every_catalogued_metric_with_values_that_follow_its_work()
     let stats = db.stats();
     assert_eq!(stats.lookup_page_reads, 10);
     assert_eq!(stats.commits, 4);
+    // Every step took some time, and the loads happen within the rewrite.
+    let t = stats.phase_times;
+    for phase in sprig::telemetry::Phase::ALL {
+        assert!(
+            t.of(phase) > std::time::Duration::ZERO,
+            "{phase:?} took no time"
+        );
+    }
+    assert!(t.load <= t.rewrite, "{t:?}");
     assert!(v.keys().all(|(_, l)| l.iter().any(|(k, _)| k == "db")));
 }
 

@@ -36,6 +36,8 @@ pub struct EngineCounters {
     /// root and witness) and in its durable commit (or, pipelined, waiting to hand it over).
     pub finish_nanos: u64,
     pub durable_nanos: u64,
+    /// Time in each step of finishing and committing batches (Sprig's own count, summed).
+    pub phases: sprig::PhaseTimes,
 }
 
 /// Disk use as the engine counts it (Sprig: segment space, the latest version's live data,

@@ -239,6 +239,7 @@ impl Engine for SprigEngine {
             },
             finish_nanos: self.finish_time.as_nanos() as u64,
             durable_nanos: self.durable_time.as_nanos() as u64,
+            phases: s.phase_times,
         })
     }
 }

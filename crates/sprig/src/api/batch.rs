@@ -16,6 +16,7 @@ use crate::state::version::{overlay_bytes, proof_buffer, OverlayParts, OverlaySt
 use crate::state::versions::Pin;
 use crate::state::{FastMap, FastSet};
 use crate::stats::ReadKind;
+use crate::telemetry::Phase;
 use crate::write::cores::{both, map_on_cores};
 use crate::write::engine::Inner;
 use crate::write::read::{in_sorted_runs, key_order, RunDone};
@@ -29,6 +30,7 @@ use sprig_core::trie::{KeyPath, Node};
 use sprig_core::{MultiProof, Witness};
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::time::Instant;
 
 /// A change a batch holds for one key.
 #[derive(Clone, Debug)]
@@ -801,6 +803,7 @@ impl WriteBatch {
         hashes_needed: &mut u64,
         read_ahead: &mut bool,
     ) -> Result<Directory> {
+        let located_started = Instant::now();
         let hasher = self.inner.hasher;
         let id = table.id;
         let base_dir = table.dir(&self.base.tables)?.clone();
@@ -897,6 +900,9 @@ impl WriteBatch {
             k = k_end;
             c = c_end;
         }
+        self.inner
+            .counters
+            .phase(Phase::Locate, located_started.elapsed());
         // The rewrite below keeps the cores busy and the SSD idle (but for the pages it loads):
         // the next commit's cleaning reads its pages meanwhile.
         if *read_ahead && works.len() >= PARALLEL_MIN_REGIONS {
@@ -915,6 +921,7 @@ impl WriteBatch {
                 .start_read_ahead(&self.base, incoming as u64, &skip)?;
         }
         let arena = base_dir.arena();
+        let rewrite_started = Instant::now();
         let (rewritten, proofs) = if unloaded.is_empty() {
             rewrite_regions(arena, hasher, stamp, &works, &touched, &changes)?
         } else {
@@ -929,6 +936,9 @@ impl WriteBatch {
             )?
         };
 
+        self.inner
+            .counters
+            .phase(Phase::Rewrite, rewrite_started.elapsed());
         // The proof nodes below each region, in key order (the order the witness's walk
         // reaches the regions in), and how many there are.
         let below_nodes = proofs.node_count();
@@ -982,9 +992,13 @@ impl WriteBatch {
             Ok(proof)
         };
         let inner = &self.inner;
+        let witness_started = Instant::now();
         let (proof, merged) = both(works.len() >= PARALLEL_MIN_REGIONS, prove, || {
             merge_sparse(inner, &base_dir, regions, stamp)
         });
+        inner
+            .counters
+            .phase(Phase::Witness, witness_started.elapsed());
         out.witnesses.insert(
             id,
             Witness {

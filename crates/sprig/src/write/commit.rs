@@ -241,8 +241,7 @@ impl Inner {
             || self.stage(w, version, pending, head, freed, &relocation, &ids, &existing),
         );
         let staging = staging?;
-        let metrics = &self.counters.metrics;
-        metrics.phase(Phase::Write, write_started.elapsed());
+        self.counters.phase(Phase::Write, write_started.elapsed());
         // From here until `mark_committed` the head may already carry this overlay's
         // sequence number: readers must see it as being committed, not superseded.
         if !pending.begin_commit() {
@@ -303,8 +302,8 @@ impl Inner {
             log_took,
             ..
         } = published.inspect_err(|_| pending.abort_commit())?;
-        metrics.phase(Phase::Sync, sync_took);
-        metrics.phase(Phase::Log, log_took);
+        self.counters.phase(Phase::Sync, sync_took);
+        self.counters.phase(Phase::Log, log_took);
         pending.mark_committed(staging.locs.new, head.clone());
         // Overlays built on this one share these pages: from now on they read them from disk.
         for (page, l, checksum) in staging.to_release {
@@ -327,7 +326,7 @@ impl Inner {
         let housekeeping_started = Instant::now();
         self.refresh_emptied(w);
         self.after_commit(w)?;
-        metrics.phase(Phase::Housekeeping, housekeeping_started.elapsed());
+        self.counters.phase(Phase::Housekeeping, housekeeping_started.elapsed());
         Ok(CommitInfo {
             seq,
             root: version.tables.default_dir().root_node(),

@@ -15,6 +15,7 @@ use crate::state::page::{
 };
 use crate::state::prefix::Prefix;
 use crate::stats::ReadKind;
+use crate::telemetry::Phase;
 use sprig_core::jobs::{HashJobs, NodeRef};
 use sprig_core::proof::{prove_and_update_in, ProofNode};
 use sprig_core::trie::{internal_nodes_to_update_in, shared_prefix_bits, KeyPath, Node, ValueHash};
@@ -169,7 +170,8 @@ pub(crate) fn rewrite_regions_loading(
                     ready(w);
                 }
             }
-            inner.load_pages_each(unloaded, ReadKind::Batch, true, &mut |j, page| {
+            let load_started = std::time::Instant::now();
+            let load = inner.load_pages_each(unloaded, ReadKind::Batch, true, &mut |j, page| {
                 let w = *region_of
                     .get(j)
                     .ok_or_else(|| Error::internal("a page loaded for no request"))?;
@@ -179,7 +181,9 @@ pub(crate) fn rewrite_regions_loading(
                     .ok_or_else(|| Error::internal("a region's page loaded twice"))?;
                 ready(w);
                 Ok(())
-            })
+            });
+            inner.counters.phase(Phase::Load, load_started.elapsed());
+            load
         },
         |w| {
             let work = works.get(w)?;
