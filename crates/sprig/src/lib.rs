@@ -26,7 +26,7 @@
 pub mod failpoint;
 
 // The layers, data flowing down only: api → write → state + log → io (checked by
-// `tests/layering.rs`). `codec`, `error`, `options`, `resolve`, `stats` and `telemetry` are
+// `tests/suite/layering.rs`). `codec`, `error`, `options`, `resolve`, `stats` and `telemetry` are
 // shared by every layer and use nothing but `io`.
 mod api;
 mod error;

@@ -5,9 +5,9 @@
 //! must match, root and every value read, the model of the version it says it is; a value
 //! from another version, or a root that changes under a view, fails the test.
 //!
-//! Replay with `SPRIG_TEST_SEED=<seed> cargo test --test concurrent_readers`.
+//! Replay with `SPRIG_TEST_SEED=<seed> cargo test -p sprig --test suite concurrent_readers::`.
 
-mod common;
+use crate::common;
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;

@@ -9,9 +9,9 @@
 //! power loss. A failed write or sync during an import poisons the database like a commit's,
 //! and the reopened database holds the state before it.
 //!
-//! Replay a failure with `SPRIG_TEST_SEED=<seed> cargo test --test import_crash_points`.
+//! Replay a failure with `SPRIG_TEST_SEED=<seed> cargo test -p sprig --test suite import_crash_points::`.
 
-mod common;
+use crate::common;
 
 use common::{
     assert_no_failures, commit_changes, compare_many, follow_up_batch, options, test_seed,

@@ -4,9 +4,9 @@
 //! snapshot keeps and frees, damage to snapshot files (typed errors, never served), and a
 //! power loss at every step of a workload that saves, restores and deletes snapshots.
 //!
-//! Replay a failure with `SPRIG_TEST_SEED=<seed> cargo test --test snapshots`.
+//! Replay a failure with `SPRIG_TEST_SEED=<seed> cargo test -p sprig --test suite snapshots::`.
 
-mod common;
+use crate::common;
 
 use common::{assert_no_failures, test_seed};
 use rand::{Rng, SeedableRng};

@@ -9,9 +9,9 @@
 //! completed): at every crash point its table serves the union's values, and a union caught
 //! in progress completes after recovery to the union's root.
 //!
-//! Replay a failure with `SPRIG_TEST_SEED=<seed> cargo test --test table_crash_points`.
+//! Replay a failure with `SPRIG_TEST_SEED=<seed> cargo test -p sprig --test suite table_crash_points::`.
 
-mod common;
+use crate::common;
 
 use common::{assert_no_failures, test_seed};
 use sprig::io::{CrashMode, FaultStorage, Storage};

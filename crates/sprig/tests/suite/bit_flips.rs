@@ -13,9 +13,9 @@
 //! Anything else fails the test: a wrong value, root or proof without an error, an error not
 //! typed as corruption, a panic, or an exact state after a flip in live checked bytes.
 //!
-//! Replay with `SPRIG_TEST_SEED=<seed> cargo test --test bit_flips`.
+//! Replay with `SPRIG_TEST_SEED=<seed> cargo test -p sprig --test suite bit_flips::`.
 
-mod common;
+use crate::common;
 
 use common::{commit_changes, compare, follow_up_batch, options, run_workload, small_workload};
 use rand::{Rng, SeedableRng};

@@ -5,9 +5,9 @@
 //! one of the versions — the acknowledged base or a prefix of the chain with every link
 //! complete — never a mix, and never less than what was acknowledged.
 //!
-//! Replay a failure with `SPRIG_TEST_SEED=<seed> cargo test --test chain_crash_points`.
+//! Replay a failure with `SPRIG_TEST_SEED=<seed> cargo test -p sprig --test suite chain_crash_points::`.
 
-mod common;
+use crate::common;
 
 use common::{assert_no_failures, compare, options, test_seed, State};
 use rand::{Rng, SeedableRng};

@@ -13,7 +13,7 @@
 //! Replay with
 //! `SPRIG_TEST_SEED=<seed> cargo test -p sprig --features failpoints --test view_pin_race`.
 
-mod common;
+use crate::common;
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;

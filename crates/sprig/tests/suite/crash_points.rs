@@ -18,9 +18,9 @@
 //! how many workload steps came between them is reported (`background_checkpoints.rs`
 //! forces commits to run beside a checkpoint).
 //!
-//! Replay a failure with `SPRIG_TEST_SEED=<seed> cargo test --test crash_points`.
+//! Replay a failure with `SPRIG_TEST_SEED=<seed> cargo test -p sprig --test suite crash_points::`.
 
-mod common;
+use crate::common;
 
 use common::{
     acked_and_in_flight, assert_no_failures, background_options, commit_changes, compare,

@@ -8,9 +8,9 @@
 //! while the segments it pointed at were never synced, so a power loss left a database whose
 //! pages were gone.
 //!
-//! Replay a failure with `SPRIG_TEST_SEED=<seed> cargo test --test never_sync_power_loss`.
+//! Replay a failure with `SPRIG_TEST_SEED=<seed> cargo test -p sprig --test suite never_sync_power_loss::`.
 
-mod common;
+use crate::common;
 
 use common::{commit_changes, compare, follow_up_batch, small_workload, test_seed, State};
 use sprig::io::{CrashMode, FaultStorage, Storage};

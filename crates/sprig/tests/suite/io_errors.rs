@@ -13,9 +13,9 @@
 //! or empty segment) is ignored, as it only costs space; those are counted apart and the
 //! state must still be right.
 //!
-//! Replay with `SPRIG_TEST_SEED=<seed> cargo test --test io_errors`.
+//! Replay with `SPRIG_TEST_SEED=<seed> cargo test -p sprig --test suite io_errors::`.
 
-mod common;
+use crate::common;
 
 use common::{
     acked_and_in_flight, commit_changes, compare, follow_up_batch, options, run_workload,

@@ -9,9 +9,9 @@
 //! nothing and leaves the database usable; a stream of deletes of absent keys is an empty
 //! commit.
 //!
-//! Replay a failure with `SPRIG_TEST_SEED=<seed> cargo test --test import_sorted`.
+//! Replay a failure with `SPRIG_TEST_SEED=<seed> cargo test -p sprig --test suite import_sorted::`.
 
-mod common;
+use crate::common;
 
 use common::{compare_many, options, test_seed};
 use rand::{Rng, SeedableRng};

@@ -8,7 +8,7 @@
 //!   `failpoint`) use nothing but `io`;
 //! - the graph of modules (files) has no cycle.
 //!
-//! Run it with `cargo test -p sprig --test layering -- --nocapture` to see the graph.
+//! Run it with `cargo test -p sprig --test suite layering:: -- --nocapture` to see the graph.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
