@@ -1,7 +1,7 @@
 # Sprig's task runner: CI calls these same targets (see .ci/run).
 CARGO ?= cargo
 
-.PHONY: test tests io-backend lint fmt build demo fuzz-build nostd doc examples ffi-header python-test
+.PHONY: test tests io-backend doctests lint fmt build demo fuzz-build nostd doc examples ffi-header python-test
 
 # The Python package: its own workspace (built by maturin), its own target directory, and a
 # virtual environment under target/ for its tests.
@@ -16,15 +16,25 @@ NOSTD_CHECK = $(NOSTD_MANIFEST) --target-dir target/nostd-check
 
 ## test: everything CI checks — formatting, lints, the whole test suite (and the I/O backend
 ## this machine gives a database, named in the log), sprig-core without std, fuzz targets build.
-test: lint
-	$(MAKE) tests
-	$(MAKE) io-backend
+## Each step's time is printed after it (CI's whole run must stay under 25 minutes).
+test:
+	$(call timed,lint)
+	$(call timed,tests)
+	$(call timed,io-backend)
+	$(call timed,doctests)
+	$(call timed,examples)
+	$(call timed,python-test)
+	$(call timed,doc)
+	$(call timed,nostd)
+	$(call timed,fuzz-build)
+
+# Run the target $(1), then print how long it took.
+timed = @s=$$(date +%s); $(MAKE) --no-print-directory $(1) || exit $$?; \
+	echo "== make $(1): $$(( $$(date +%s) - s )) s"
+
+## doctests: the examples in the API docs.
+doctests:
 	$(CARGO) test --workspace --doc
-	$(MAKE) examples
-	$(MAKE) python-test
-	$(MAKE) doc
-	$(MAKE) nostd
-	$(MAKE) fuzz-build
 
 ## tests: the workspace's tests, with cargo-nextest where it is installed (every test in its
 ## own process, so the few long single-test binaries run beside the rest instead of one after
