@@ -38,14 +38,16 @@ doctests:
 
 ## tests: the workspace's tests, with cargo-nextest where it is installed (every test in its
 ## own process, so the few long single-test binaries run beside the rest instead of one after
-## another), else with `cargo test`. Both build the same test profile.
+## another), else with `cargo test`. Both build the same test profile. The examples are not
+## built here (`make examples` builds and runs them; clippy checks every target).
+TEST_TARGETS = --workspace --lib --bins --tests
 tests:
 	@if $(CARGO) nextest --version >/dev/null 2>&1; then \
-	  echo "$(CARGO) nextest run --workspace --all-targets --no-fail-fast"; \
-	  $(CARGO) nextest run --workspace --all-targets --no-fail-fast; \
+	  echo "$(CARGO) nextest run $(TEST_TARGETS) --no-fail-fast"; \
+	  $(CARGO) nextest run $(TEST_TARGETS) --no-fail-fast; \
 	else \
-	  echo "$(CARGO) test --workspace --all-targets (cargo-nextest not installed)"; \
-	  $(CARGO) test --workspace --all-targets; \
+	  echo "$(CARGO) test $(TEST_TARGETS) (cargo-nextest not installed)"; \
+	  $(CARGO) test $(TEST_TARGETS); \
 	fi
 
 ## io-backend: the I/O backend a new database gets on this machine, as `sprig stats` names it

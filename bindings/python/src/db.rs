@@ -370,7 +370,8 @@ impl Db {
         py.allow_threads(|| db.checkpoint()).map_err(err)
     }
 
-    /// Counters and sizes, as a dict.
+    /// Counters and sizes, as a dict; `phase_seconds` holds the seconds spent in each step of
+    /// finishing and committing batches since open (`sprig::PhaseTimes`).
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let s = self.get_db()?.stats();
         let d = PyDict::new(py);
@@ -397,6 +398,12 @@ impl Db {
         }
         d.set_item("space_amplification", s.space_amplification())?;
         d.set_item("io_backend", s.io_backend.name)?;
+        // Seconds in each step of finishing and committing batches since open.
+        let phases = PyDict::new(py);
+        for p in sprig::telemetry::Phase::ALL {
+            phases.set_item(p.name(), s.phase_times.of(p).as_secs_f64())?;
+        }
+        d.set_item("phase_seconds", phases)?;
         Ok(d)
     }
 

@@ -225,6 +225,10 @@ def test_stats_and_reopen(tmp_path):
         root = db.root
         s = db.stats()
         assert s["entries"] == 500 and s["commits"] == 1 and s["space_amplification"] >= 1.0
+        steps = s["phase_seconds"]
+        assert set(steps) == {"locate", "rewrite", "load", "witness",
+                              "write", "sync", "log", "housekeeping"}
+        assert steps["rewrite"] > 0 and steps["write"] > 0 and steps["load"] <= steps["rewrite"]
     with sprig.Db(path) as db:
         assert db.root == root and db.hasher == "sha256" and len(db) == 500
 
