@@ -453,10 +453,10 @@ fn steps_ms(
     after: &sprig::PhaseTimes,
     batches: f64,
 ) -> std::collections::BTreeMap<String, f64> {
-    sprig::telemetry::Phase::ALL
+    after
         .iter()
-        .map(|p| {
-            let took = after.of(*p).saturating_sub(before.of(*p));
+        .map(|(p, took)| {
+            let took = took.saturating_sub(before.of(p));
             (p.name().to_string(), took.as_secs_f64() * 1e3 / batches)
         })
         .collect()

@@ -191,7 +191,9 @@ impl Counters {
             commits: g(&self.commits),
             checkpoints: g(&self.checkpoints),
             hashes_needed: g(&self.hashes_needed),
-            phase_times: PhaseTimes::from_nanos(|p| g(&self.phase_nanos[p.index()])),
+            phase_times: PhaseTimes(std::array::from_fn(|i| {
+                Duration::from_nanos(g(&self.phase_nanos[i]))
+            })),
             ..Stats::default()
         }
     }
@@ -297,74 +299,38 @@ pub struct Stats {
 }
 
 /// Time spent in each step of finishing batches (`WriteBatch::finish`) and committing them
-/// (`Db::commit`, or a pipeline's committer) since the database was opened, summed over
-/// batches (a table's steps, for a batch of several tables). A step run on several cores
-/// counts its wall time once. Also recorded into the `sprig_finish_phase_seconds` and
-/// `sprig_commit_phase_seconds` histograms (see [`crate::telemetry`]).
+/// (`Db::commit`, or a pipeline's committer) since the database was opened, by [`Phase`]
+/// (whose variants say what each step covers), summed over batches (a table's steps, for a
+/// batch of several tables). A step run on several cores counts its wall time once. Also
+/// recorded into the `sprig_finish_phase_seconds` and `sprig_commit_phase_seconds` histograms
+/// (see [`crate::telemetry`]).
 ///
 /// ```
 /// # fn main() -> sprig::Result<()> {
+/// use sprig::telemetry::Phase;
 /// let dir = tempfile::tempdir().unwrap();
 /// let db = sprig::Db::open(dir.path(), sprig::Options::default())?;
 /// let mut batch = db.begin();
 /// batch.put([1u8; 32], "v")?;
 /// db.commit(batch.finish()?)?;
 /// let t = db.stats().phase_times;
-/// assert!(t.rewrite > std::time::Duration::ZERO); // its page built and hashed
-/// assert!(t.write > std::time::Duration::ZERO); // and written
+/// assert!(t.of(Phase::Rewrite) > std::time::Duration::ZERO); // its page built and hashed
+/// assert!(t.of(Phase::Write) > std::time::Duration::ZERO); // and written
+/// assert_eq!(t.iter().count(), Phase::ALL.len());
 /// # Ok(()) }
 /// ```
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct PhaseTimes {
-    /// Finishing: the batch's keys sorted, located in the directory and cut into regions
-    /// (for a batch of few keys or with upserts, the pages not in memory loaded too).
-    pub locate: Duration,
-    /// Finishing: the regions' pages rebuilt and hashed, reading those not in memory as
-    /// they go.
-    pub rewrite: Duration,
-    /// Finishing, within `rewrite`: until the last of the pages not in memory had arrived
-    /// (zero when every page was at hand).
-    pub load: Duration,
-    /// Finishing: the witness and the new directory, computed side by side.
-    pub witness: Duration,
-    /// Committing: allocating blocks and writing pages and values.
-    pub write: Duration,
-    /// Committing: syncing the segments written.
-    pub sync: Duration,
-    /// Committing: appending (and syncing) the commit record.
-    pub log: Duration,
-    /// Committing: checkpoints and deleting emptied segments after the commit.
-    pub housekeeping: Duration,
-}
+pub struct PhaseTimes([Duration; Phase::ALL.len()]);
 
 impl PhaseTimes {
-    /// The times given in nanoseconds by phase.
-    fn from_nanos(nanos: impl Fn(Phase) -> u64) -> PhaseTimes {
-        let d = |p| Duration::from_nanos(nanos(p));
-        PhaseTimes {
-            locate: d(Phase::Locate),
-            rewrite: d(Phase::Rewrite),
-            load: d(Phase::Load),
-            witness: d(Phase::Witness),
-            write: d(Phase::Write),
-            sync: d(Phase::Sync),
-            log: d(Phase::Log),
-            housekeeping: d(Phase::Housekeeping),
-        }
-    }
-
     /// The time spent in `phase`.
     pub fn of(&self, phase: Phase) -> Duration {
-        match phase {
-            Phase::Locate => self.locate,
-            Phase::Rewrite => self.rewrite,
-            Phase::Load => self.load,
-            Phase::Witness => self.witness,
-            Phase::Write => self.write,
-            Phase::Sync => self.sync,
-            Phase::Log => self.log,
-            Phase::Housekeeping => self.housekeeping,
-        }
+        self.0[phase.index()]
+    }
+
+    /// Every phase with its time, in the order of [`Phase::ALL`].
+    pub fn iter(&self) -> impl Iterator<Item = (Phase, Duration)> + '_ {
+        Phase::ALL.iter().map(|p| (*p, self.of(*p)))
     }
 }
 

@@ -150,13 +150,11 @@ fn a_database_reports_every_catalogued_metric_with_values_that_follow_its_work()
     assert_eq!(stats.commits, 4);
     // Every step took some time, and the loads happen within the rewrite.
     let t = stats.phase_times;
-    for phase in sprig::telemetry::Phase::ALL {
-        assert!(
-            t.of(phase) > std::time::Duration::ZERO,
-            "{phase:?} took no time"
-        );
+    for (phase, took) in t.iter() {
+        assert!(took > std::time::Duration::ZERO, "{phase:?} took no time");
     }
-    assert!(t.load <= t.rewrite, "{t:?}");
+    use sprig::telemetry::Phase;
+    assert!(t.of(Phase::Load) <= t.of(Phase::Rewrite), "{t:?}");
     assert!(v.keys().all(|(_, l)| l.iter().any(|(k, _)| k == "db")));
 }
 
