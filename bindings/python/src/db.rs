@@ -3,6 +3,7 @@
 
 use crate::batch::{Batch, CommitInfo, Pending};
 use crate::convert::{bytes, err, error, hasher};
+use crate::pipeline::Pipeline;
 use crate::view::View;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
@@ -267,6 +268,15 @@ impl Db {
     /// The same as `batch()`.
     fn begin(&self) -> PyResult<Batch> {
         self.batch()
+    }
+
+    /// A commit pipeline: batches submitted to it are committed in order on a background
+    /// thread while the next one is read and finished; at most `depth` finished batches wait
+    /// for their commit.
+    #[pyo3(signature = (depth=4))]
+    fn pipeline(&self, depth: usize) -> PyResult<Pipeline> {
+        let db = self.get_db()?;
+        Ok(Pipeline::new(db.pipeline(depth), db))
     }
 
     /// Make a pending batch (and the uncommitted ones under it) durable and the latest

@@ -4,6 +4,7 @@
 mod batch;
 mod convert;
 mod db;
+mod pipeline;
 mod proofs;
 mod view;
 
@@ -15,6 +16,7 @@ fn _sprig(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<batch::Batch>()?;
     m.add_class::<batch::Pending>()?;
     m.add_class::<batch::CommitInfo>()?;
+    m.add_class::<pipeline::Pipeline>()?;
     m.add_class::<view::View>()?;
     m.add_class::<view::Cursor>()?;
     m.add_function(wrap_pyfunction!(proofs::verify, m)?)?;

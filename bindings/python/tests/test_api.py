@@ -60,6 +60,42 @@ def test_explicit_finish_commit_witness_and_forks(db):
         db.commit(c)
 
 
+def test_pipeline_commits_in_order_while_the_next_batch_is_built(tmp_path):
+    path = str(tmp_path / "db")
+    roots = []
+    with sprig.Db(path, io_backend="posix") as db:
+        with db.pipeline(depth=2) as pipe:
+            assert pipe.flush() is None and pipe.last_durable is None  # nothing submitted
+            for n in range(1, 6):
+                b = pipe.begin()  # on the batch submitted before, durable or not
+                if n > 1:
+                    assert b.get(key(n - 1)) == str(n - 1).encode()
+                b.put(key(n), str(n).encode())
+                p = b.finish()
+                assert p.seq == n
+                roots.append(p.root)
+                pipe.submit(p)
+            assert pipe.wait_durable(3).seq >= 3
+            last = pipe.flush()
+            assert last.seq == 5 and last.root == roots[-1] and pipe.last_durable.seq == 5
+            stray = db.begin()  # on version 5, but the tip moves on
+            pipe.submit(pipe.begin().finish())  # block 6
+            with pytest.raises(sprig.InvalidArgumentError):
+                pipe.submit(stray.finish())  # not on the pipeline's tip
+            with pytest.raises(sprig.InvalidArgumentError):
+                pipe.wait_durable(99)  # never submitted
+        # Leaving the block flushed and closed it.
+        with pytest.raises(sprig.ClosedError):
+            pipe.begin()
+        pipe.close()  # closing twice is harmless
+        assert db.seq == 6 and db.get(key(5)) == b"5"
+        retained = [(seq, r) for seq, r in db.versions() if seq <= 5]
+        assert retained and all(r == roots[seq - 1] for seq, r in retained)
+    del p  # a pending batch holds its database open, as in Rust
+    with sprig.Db(path) as db:  # durable: a reopen sees every submitted batch
+        assert db.seq == 6 and len(db) == 5
+
+
 def test_views_history_and_rollback(db):
     for i in range(3):
         with db.batch() as b:
