@@ -163,6 +163,9 @@ typedef struct SprigStats {
   uint64_t retained_bytes;
 } SprigStats;
 
+// A commit pipeline (from `sprig_pipeline`).
+typedef uint64_t SprigPipeline;
+
 // A read view of one committed version.
 typedef uint64_t SprigView;
 
@@ -355,6 +358,61 @@ enum SprigStatus sprig_string_free(char *s);
 // # Safety
 // `buf` is null or points to a `SprigBuf` the caller may write.
 enum SprigStatus sprig_buf_free(struct SprigBuf *buf);
+
+// A commit pipeline on `db` in which at most `depth` finished batches wait for their commit
+// (at least 1): `sprig_pipeline_submit` blocks while that many wait. Free it with
+// `sprig_pipeline_free`, which first waits for every submitted batch.
+//
+// # Safety
+// `pipeline` points to a writable handle; `err` is null or writable.
+enum SprigStatus sprig_pipeline(SprigDb db, size_t depth, SprigPipeline *pipeline, char **err);
+
+// Begin a batch on the latest batch submitted to the pipeline (durable or not), or on the
+// database's latest version when none is waiting.
+//
+// # Safety
+// `batch` points to a writable handle; `err` is null or writable.
+enum SprigStatus sprig_pipeline_begin(SprigPipeline pipeline, SprigBatch *batch, char **err);
+
+// Queue a pending batch for its commit and return at once (blocking only while `depth`
+// batches wait). It must have begun on the pipeline's latest batch (`sprig_pipeline_begin`),
+// else `SPRIG_STATUS_INVALID_ARGUMENT`. Fails with the committer's error if an earlier commit
+// failed; nothing submitted after a failed commit is committed. Once the pipeline handle is
+// found valid, the pending handle is consumed whether or not the submit succeeds.
+//
+// # Safety
+// `err` is null or writable.
+enum SprigStatus sprig_pipeline_submit(SprigPipeline pipeline, SprigPending pending, char **err);
+
+// Wait until the commit of sequence number `seq` (or a later one) is durable; the latest
+// durable commit into `*info` (if not null). `SPRIG_STATUS_INVALID_ARGUMENT` if `seq` was
+// never submitted to this pipeline.
+//
+// # Safety
+// `info` is null or points to a writable `SprigCommitInfo`; `err` is null or writable.
+enum SprigStatus sprig_pipeline_wait_durable(SprigPipeline pipeline,
+                                             uint64_t seq,
+                                             struct SprigCommitInfo *info,
+                                             char **err);
+
+// Wait until every submitted batch is durable. `*committed` (if not null) says whether any
+// batch was committed through the pipeline, and `*info` (if not null) receives the last one.
+// The pipeline can be used again afterwards.
+//
+// # Safety
+// `info` is null or points to a writable `SprigCommitInfo`; `committed` is null or writable;
+// `err` is null or writable.
+enum SprigStatus sprig_pipeline_flush(SprigPipeline pipeline,
+                                      struct SprigCommitInfo *info,
+                                      bool *committed,
+                                      char **err);
+
+// Wait for every submitted batch, then free the pipeline. The handle is freed whether or not
+// the wait succeeds; its status is the wait's (a failed commit's error).
+//
+// # Safety
+// `err` is null or writable.
+enum SprigStatus sprig_pipeline_free(SprigPipeline pipeline, char **err);
 
 // A view of the latest committed version into `*view`; it never changes, whatever is
 // committed later. Free it with `sprig_view_free`.

@@ -22,7 +22,8 @@ pub struct SprigCommitInfo {
     pub db_root: [u8; 32],
 }
 
-fn new_batch(batch: WriteBatch, db: Db) -> u64 {
+/// Register a batch of `db`; its new handle.
+pub(crate) fn new_batch(batch: WriteBatch, db: Db) -> u64 {
     handles::insert(Object::Batch(Arc::new(Mutex::new(Some(batch))), db))
 }
 
@@ -240,26 +241,20 @@ pub unsafe extern "C" fn sprig_commit(
 ) -> SprigStatus {
     guard(err, || {
         let d = handles::db(db)?;
-        let Object::Pending(p, _) = handles::remove(pending, "a pending batch", |o| {
-            matches!(o, Object::Pending(..))
-        })?
-        else {
-            return Err(Fail::new(SprigStatus::InvalidHandle, "not a pending batch"));
-        };
-        let done = d.commit(p)?;
+        let done = d.commit(take_pending(pending)?)?;
         if !info.is_null() {
-            put_out(
-                info,
-                "info",
-                SprigCommitInfo {
-                    seq: done.seq,
-                    root: done.root,
-                    db_root: done.db_root,
-                },
-            )?;
+            put_out(info, "info", SprigCommitInfo::from(&done))?;
         }
         Ok(())
     })
+}
+
+/// Take the pending batch of `id` out of the registry (its handle is consumed).
+pub(crate) fn take_pending(id: SprigPending) -> Result<sprig::Pending, Fail> {
+    match handles::remove(id, "a pending batch", |o| matches!(o, Object::Pending(..)))? {
+        Object::Pending(p, _) => Ok(p),
+        _ => Err(Fail::new(SprigStatus::InvalidHandle, "not a pending batch")),
+    }
 }
 
 /// Free a pending batch handle without committing it. Batches already begun on it keep what

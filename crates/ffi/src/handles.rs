@@ -1,9 +1,9 @@
-//! The handle registry: every database, view, batch and pending batch the caller holds is an
+//! The handle registry: every database, view, batch, pending batch and pipeline the caller holds is an
 //! entry here under a 64-bit id that is never reused, so a closed, freed, consumed or forged
 //! handle is found out (`SPRIG_STATUS_INVALID_HANDLE`) instead of dereferenced.
 
 use crate::error::{lock, Fail, SprigStatus};
-use sprig::{Db, Pending, ReadView, WriteBatch};
+use sprig::{Db, Pending, Pipeline, ReadView, WriteBatch};
 use std::collections::HashMap;
 use std::sync::{Arc, LazyLock, Mutex};
 
@@ -15,6 +15,8 @@ pub type SprigView = u64;
 pub type SprigBatch = u64;
 /// A finished batch: its root and witness are known; commit or free it.
 pub type SprigPending = u64;
+/// A commit pipeline (from `sprig_pipeline`).
+pub type SprigPipeline = u64;
 
 /// What a handle stands for.
 pub(crate) enum Object {
@@ -24,6 +26,8 @@ pub(crate) enum Object {
     /// names its tables.
     Batch(Arc<Mutex<Option<WriteBatch>>>, Db),
     Pending(Pending, Db),
+    /// Locked while a call uses it (a submit or a wait may block).
+    Pipeline(Arc<Mutex<Pipeline>>, Db),
 }
 
 impl Object {
@@ -33,6 +37,7 @@ impl Object {
             Object::View(_) => "a view",
             Object::Batch(..) => "a batch",
             Object::Pending(..) => "a pending batch",
+            Object::Pipeline(..) => "a pipeline",
         }
     }
 }
@@ -107,6 +112,14 @@ pub(crate) fn batch(id: SprigBatch) -> Result<(BatchCell, Db), Fail> {
 pub(crate) fn pending(id: SprigPending) -> Result<(Pending, Db), Fail> {
     with(id, "a pending batch", |o| match o {
         Object::Pending(p, d) => Some((p.clone(), d.clone())),
+        _ => None,
+    })
+}
+
+/// The pipeline of `id` (lock it to use it) and its database.
+pub(crate) fn pipeline(id: SprigPipeline) -> Result<(Arc<Mutex<Pipeline>>, Db), Fail> {
+    with(id, "a pipeline", |o| match o {
+        Object::Pipeline(p, d) => Some((p.clone(), d.clone())),
         _ => None,
     })
 }

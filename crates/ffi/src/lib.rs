@@ -5,7 +5,7 @@
 //! - Every function returns a [`SprigStatus`]; `SPRIG_STATUS_OK` (0) is success. On failure,
 //!   if `err` is not null, `*err` receives a message the caller frees with
 //!   [`sprig_string_free`].
-//! - Databases, views, batches and pending batches are opaque 64-bit handles, never reused:
+//! - Databases, views, batches, pending batches and pipelines are opaque 64-bit handles, never reused:
 //!   a handle used after it was closed, freed or consumed gets `SPRIG_STATUS_INVALID_HANDLE`
 //!   (so does freeing one twice), never undefined behaviour.
 //! - Every pointer argument is checked: null where a value is needed is
@@ -23,10 +23,12 @@ mod batch;
 mod db;
 mod error;
 mod handles;
+mod pipeline;
 mod view;
 
 pub use batch::*;
 pub use db::*;
 pub use error::{sprig_buf_free, sprig_string_free, SprigBuf, SprigStatus};
-pub use handles::{SprigBatch, SprigDb, SprigPending, SprigView};
+pub use handles::{SprigBatch, SprigDb, SprigPending, SprigPipeline, SprigView};
+pub use pipeline::*;
 pub use view::*;

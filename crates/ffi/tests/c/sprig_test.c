@@ -301,6 +301,57 @@ int main(int argc, char **argv) {
   CHECK(stats.seq == 7 && stats.entries == 51);
   OK(sprig_close(db, NULL));
 
+  /* The commit pipeline: batches committed in order while the next one is built. */
+  SprigPipeline pipe;
+  SprigPending pipe_pending;
+  SprigBatch pipe_batch;
+  uint8_t pipe_roots[5][32];
+  bool committed = true;
+  OK(sprig_open_in_memory(NULL, &db, NULL));
+  OK(sprig_pipeline(db, 2, &pipe, NULL));
+  OK(sprig_pipeline_flush(pipe, &info, &committed, NULL));
+  CHECK(!committed); /* nothing submitted yet */
+  for (uint8_t n = 1; n <= 5; n++) {
+    OK(sprig_pipeline_begin(pipe, &pipe_batch, NULL)); /* on the batch submitted before */
+    key(k, (uint8_t)(100 + n));
+    OK(sprig_batch_put(pipe_batch, NULL, k, &n, 1, NULL));
+    OK(sprig_batch_finish(pipe_batch, &pipe_pending, NULL));
+    OK(sprig_pending_root(pipe_pending, pipe_roots[n - 1], NULL));
+    OK(sprig_pipeline_submit(pipe, pipe_pending, NULL)); /* returns before it is durable */
+  }
+  OK(sprig_pipeline_wait_durable(pipe, 3, &info, NULL));
+  CHECK(info.seq >= 3);
+  OK(sprig_pipeline_flush(pipe, &info, &committed, NULL));
+  CHECK(committed && info.seq == 5 && memcmp(info.root, pipe_roots[4], 32) == 0);
+  OK(sprig_root(db, root2, &seq, NULL));
+  CHECK(seq == 5 && memcmp(root2, pipe_roots[4], 32) == 0);
+  OK(sprig_view(db, &view, NULL));
+  key(k, 103);
+  OK(sprig_view_get(view, NULL, k, &v, &found, NULL));
+  CHECK(found && v.len == 1 && v.data[0] == 3);
+  OK(sprig_buf_free(&v));
+  OK(sprig_view_free(view, NULL));
+  /* A batch not begun on the pipeline's latest batch is refused, and its handle consumed. */
+  SprigBatch stray;
+  SprigPending stray_pending;
+  OK(sprig_begin(db, &stray, NULL)); /* on version 5 */
+  OK(sprig_pipeline_begin(pipe, &pipe_batch, NULL));
+  OK(sprig_batch_finish(pipe_batch, &pipe_pending, NULL));
+  OK(sprig_pipeline_submit(pipe, pipe_pending, NULL)); /* block 6: the tip moves on */
+  OK(sprig_batch_finish(stray, &stray_pending, NULL));
+  FAILS(SPRIG_STATUS_INVALID_ARGUMENT, sprig_pipeline_submit(pipe, stray_pending, &err));
+  FAILS(SPRIG_STATUS_INVALID_HANDLE, sprig_pending_free(stray_pending, &err)); /* consumed */
+  FAILS(SPRIG_STATUS_INVALID_ARGUMENT, sprig_pipeline_wait_durable(pipe, 99, NULL, &err));
+  FAILS(SPRIG_STATUS_INVALID_HANDLE, sprig_pipeline_begin(db, &pipe_batch, &err)); /* a db */
+  FAILS(SPRIG_STATUS_NULL_POINTER, sprig_pipeline_begin(pipe, NULL, &err));
+  FAILS(SPRIG_STATUS_NULL_POINTER, sprig_pipeline(db, 2, NULL, &err));
+  OK(sprig_pipeline_free(pipe, NULL)); /* waits for block 6 */
+  FAILS(SPRIG_STATUS_INVALID_HANDLE, sprig_pipeline_free(pipe, &err)); /* double free */
+  FAILS(SPRIG_STATUS_INVALID_HANDLE, sprig_pipeline_flush(pipe, NULL, NULL, &err));
+  OK(sprig_root(db, root2, &seq, NULL));
+  CHECK(seq == 6);
+  OK(sprig_close(db, NULL));
+
   /* An in-memory database and a missing directory without create. */
   OK(sprig_open_in_memory(NULL, &db, NULL));
   OK(sprig_root(db, root2, &seq, NULL));
