@@ -210,6 +210,21 @@ enum SprigStatus sprig_batch_upsert(SprigBatch batch,
                                     size_t len,
                                     char **err);
 
+// The value of `key` (32 bytes) in `table` (null: the default table) as the batch sees it,
+// its own changes first; the read goes into the batch's witness, as a node's reads of a block
+// must. `*found` says whether it is present, and `*value` receives it (empty when absent;
+// free it with `sprig_buf_free`).
+//
+// # Safety
+// `table` is null or a NUL-terminated string; `key` 32 readable bytes; `value` and `found`
+// writable.
+enum SprigStatus sprig_batch_get(SprigBatch batch,
+                                 const char *table,
+                                 const uint8_t *key,
+                                 struct SprigBuf *value,
+                                 bool *found,
+                                 char **err);
+
 // Delete `key` (32 bytes) from `table` (null: the default table).
 //
 // # Safety

@@ -63,11 +63,11 @@ pub unsafe extern "C" fn sprig_pending_begin(
 }
 
 /// Run `f` on the open batch `id` with the table `table` names (null: the default table).
-fn with_batch(
+fn with_batch<T>(
     id: SprigBatch,
     table: *const c_char,
-    f: impl FnOnce(&mut WriteBatch, &sprig::Table) -> sprig::Result<()>,
-) -> Result<(), Fail> {
+    f: impl FnOnce(&mut WriteBatch, &sprig::Table) -> sprig::Result<T>,
+) -> Result<T, Fail> {
     let (cell, db): (BatchCell, Db) = handles::batch(id)?;
     let table = match str_at(table, "table")? {
         Some(name) => db.table(name)?,
@@ -80,8 +80,7 @@ fn with_batch(
             format!("batch {id} was finished"),
         )
     })?;
-    f(batch, &table)?;
-    Ok(())
+    Ok(f(batch, &table)?)
 }
 
 /// Set `key` (32 bytes) to the `len` bytes at `value` in `table` (null: the default table).
@@ -123,6 +122,33 @@ pub unsafe extern "C" fn sprig_batch_upsert(
         let key = key_at(key, "key")?;
         let value = bytes_at(value, len, "value")?.to_vec();
         with_batch(batch, table, |b, t| b.upsert_in(t, key, value))
+    })
+}
+
+/// The value of `key` (32 bytes) in `table` (null: the default table) as the batch sees it,
+/// its own changes first; the read goes into the batch's witness, as a node's reads of a block
+/// must. `*found` says whether it is present, and `*value` receives it (empty when absent;
+/// free it with `sprig_buf_free`).
+///
+/// # Safety
+/// `table` is null or a NUL-terminated string; `key` 32 readable bytes; `value` and `found`
+/// writable.
+#[no_mangle]
+pub unsafe extern "C" fn sprig_batch_get(
+    batch: SprigBatch,
+    table: *const c_char,
+    key: *const u8,
+    value: *mut SprigBuf,
+    found: *mut bool,
+    err: *mut *mut c_char,
+) -> SprigStatus {
+    guard(err, || {
+        let key = key_at(key, "key")?;
+        need_out(value, "value")?;
+        need_out(found, "found")?;
+        let got = with_batch(batch, table, |b, t| b.get_in(t, &key))?;
+        put_out(found, "found", got.is_some())?;
+        put_out(value, "value", give_buf(got.unwrap_or_default()))
     })
 }
 

@@ -313,10 +313,24 @@ int main(int argc, char **argv) {
   CHECK(!committed); /* nothing submitted yet */
   for (uint8_t n = 1; n <= 5; n++) {
     OK(sprig_pipeline_begin(pipe, &pipe_batch, NULL)); /* on the batch submitted before */
+    if (n > 1) { /* it sees that batch's change, durable or not; the read joins its witness */
+      key(k, (uint8_t)(100 + n - 1));
+      OK(sprig_batch_get(pipe_batch, NULL, k, &v, &found, NULL));
+      CHECK(found && v.len == 1 && v.data[0] == n - 1);
+      OK(sprig_buf_free(&v));
+    }
     key(k, (uint8_t)(100 + n));
     OK(sprig_batch_put(pipe_batch, NULL, k, &n, 1, NULL));
     OK(sprig_batch_finish(pipe_batch, &pipe_pending, NULL));
     OK(sprig_pending_root(pipe_pending, pipe_roots[n - 1], NULL));
+    if (n == 5) { /* its witness proves the read and the write against the root it began on */
+      OK(sprig_pending_witness(pipe_pending, &witness, NULL));
+      proven = 0;
+      OK(sprig_verify_witness(SPRIG_HASHER_BLAKE3, witness.data, witness.len, pipe_roots[3],
+                              &proven, NULL));
+      CHECK(proven == 2);
+      OK(sprig_buf_free(&witness));
+    }
     OK(sprig_pipeline_submit(pipe, pipe_pending, NULL)); /* returns before it is durable */
   }
   OK(sprig_pipeline_wait_durable(pipe, 3, &info, NULL));
@@ -344,6 +358,7 @@ int main(int argc, char **argv) {
   FAILS(SPRIG_STATUS_INVALID_ARGUMENT, sprig_pipeline_wait_durable(pipe, 99, NULL, &err));
   FAILS(SPRIG_STATUS_INVALID_HANDLE, sprig_pipeline_begin(db, &pipe_batch, &err)); /* a db */
   FAILS(SPRIG_STATUS_NULL_POINTER, sprig_pipeline_begin(pipe, NULL, &err));
+  FAILS(SPRIG_STATUS_INVALID_HANDLE, sprig_batch_get(stray, NULL, k, &v, &found, &err));
   FAILS(SPRIG_STATUS_NULL_POINTER, sprig_pipeline(db, 2, NULL, &err));
   OK(sprig_pipeline_free(pipe, NULL)); /* waits for block 6 */
   FAILS(SPRIG_STATUS_INVALID_HANDLE, sprig_pipeline_free(pipe, &err)); /* double free */
