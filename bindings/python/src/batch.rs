@@ -89,6 +89,25 @@ impl Batch {
         Ok(v.map(|v| bytes(py, &v)))
     }
 
+    /// The values of `keys` as this batch sees them (None where absent), read together (one
+    /// round of SSD reads); every read goes into the witness.
+    #[pyo3(signature = (keys, table=None))]
+    fn get_many<'py>(
+        &self,
+        py: Python<'py>,
+        keys: Vec<Vec<u8>>,
+        table: Option<&str>,
+    ) -> PyResult<Vec<Option<Bound<'py, PyBytes>>>> {
+        let ks = keys
+            .iter()
+            .map(|k| key_arg(k))
+            .collect::<PyResult<Vec<_>>>()?;
+        // The reads wait for the disk without the interpreter; the batch is locked inside, so
+        // a thread holding the interpreter never waits for it.
+        let vs = py.allow_threads(|| self.with(table, |b, t| b.get_many_in(t, &ks)))?;
+        Ok(vs.into_iter().map(|v| v.map(|v| bytes(py, &v))).collect())
+    }
+
     /// Changes gathered so far.
     fn __len__(&self) -> PyResult<usize> {
         self.with(None, |b, _| Ok(b.len()))

@@ -70,11 +70,17 @@ def test_pipeline_commits_in_order_while_the_next_batch_is_built(tmp_path):
                 b = pipe.begin()  # on the batch submitted before, durable or not
                 if n > 1:
                     assert b.get(key(n - 1)) == str(n - 1).encode()
+                if n == 3:  # read together through the batch, into its witness
+                    assert b.get_many([key(1), key(77)]) == [b"1", None]
                 b.put(key(n), str(n).encode())
                 p = b.finish()
                 assert p.seq == n
                 roots.append(p.root)
+                if n == 3:
+                    witness_of_3 = p.witness
                 pipe.submit(p)
+            # Block 3's witness proves its three reads and its write against block 2's root.
+            assert len(sprig.verify_witness(witness_of_3, roots[1])) == 4
             assert pipe.wait_durable(3).seq >= 3
             last = pipe.flush()
             assert last.seq == 5 and last.root == roots[-1] and pipe.last_durable.seq == 5

@@ -225,6 +225,21 @@ enum SprigStatus sprig_batch_get(SprigBatch batch,
                                  bool *found,
                                  char **err);
 
+// The values of `count` keys (`keys`: `count` × 32 bytes) as the batch sees them, read
+// together (one batch of SSD reads), every read joining the batch's witness: `values[i]` and
+// `found[i]` as in [`sprig_batch_get`]. On failure nothing is written.
+//
+// # Safety
+// `keys` points to `count * 32` readable bytes; `values` and `found` to `count` writable
+// elements each.
+enum SprigStatus sprig_batch_get_many(SprigBatch batch,
+                                      const char *table,
+                                      const uint8_t *keys,
+                                      size_t count,
+                                      struct SprigBuf *values,
+                                      bool *found,
+                                      char **err);
+
 // Delete `key` (32 bytes) from `table` (null: the default table).
 //
 // # Safety

@@ -3,7 +3,8 @@
 //! unfinalized blocks).
 
 use crate::error::{
-    bytes_at, give_buf, guard, key_at, lock, need_out, put_out, str_at, Fail, SprigBuf, SprigStatus,
+    bytes_at, get_many_into, give_buf, guard, key_at, lock, need_out, put_out, str_at, Fail,
+    SprigBuf, SprigStatus,
 };
 use crate::handles::{self, BatchCell, Object, SprigBatch, SprigDb, SprigPending};
 use sprig::{Db, WriteBatch};
@@ -149,6 +150,30 @@ pub unsafe extern "C" fn sprig_batch_get(
         let got = with_batch(batch, table, |b, t| b.get_in(t, &key))?;
         put_out(found, "found", got.is_some())?;
         put_out(value, "value", give_buf(got.unwrap_or_default()))
+    })
+}
+
+/// The values of `count` keys (`keys`: `count` × 32 bytes) as the batch sees them, read
+/// together (one batch of SSD reads), every read joining the batch's witness: `values[i]` and
+/// `found[i]` as in [`sprig_batch_get`]. On failure nothing is written.
+///
+/// # Safety
+/// `keys` points to `count * 32` readable bytes; `values` and `found` to `count` writable
+/// elements each.
+#[no_mangle]
+pub unsafe extern "C" fn sprig_batch_get_many(
+    batch: SprigBatch,
+    table: *const c_char,
+    keys: *const u8,
+    count: usize,
+    values: *mut SprigBuf,
+    found: *mut bool,
+    err: *mut *mut c_char,
+) -> SprigStatus {
+    guard(err, || {
+        get_many_into(keys, count, values, found, |keys| {
+            with_batch(batch, table, |b, t| b.get_many_in(t, keys))
+        })
     })
 }
 

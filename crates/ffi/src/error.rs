@@ -271,6 +271,50 @@ pub(crate) fn bytes_at<'a>(p: *const u8, len: usize, what: &str) -> Result<&'a [
     Ok(unsafe { std::slice::from_raw_parts(p, len) })
 }
 
+/// The `count` 32-byte keys at `keys`, answered by `read` (one value or none per key, in
+/// order) into `values[i]` and `found[i]`: the body of every `get_many` call. On failure
+/// nothing is written.
+pub(crate) fn get_many_into(
+    keys: *const u8,
+    count: usize,
+    values: *mut SprigBuf,
+    found: *mut bool,
+    read: impl FnOnce(&[[u8; 32]]) -> Result<Vec<Option<Vec<u8>>>, Fail>,
+) -> Result<(), Fail> {
+    let bytes = count
+        .checked_mul(32)
+        .ok_or_else(|| Fail::new(SprigStatus::InvalidArgument, "count is too large"))?;
+    let flat = bytes_at(keys, bytes, "keys")?;
+    if count > 0 {
+        need_out(values, "values")?;
+        need_out(found, "found")?;
+    }
+    let keys: Vec<[u8; 32]> = flat
+        .chunks_exact(32)
+        .map(|c| {
+            let mut k = [0u8; 32];
+            k.copy_from_slice(c);
+            k
+        })
+        .collect();
+    let got = read(&keys)?;
+    if got.len() != count {
+        return Err(Fail::new(
+            SprigStatus::Other,
+            format!("an internal error: {} answers to {count} keys", got.len()),
+        ));
+    }
+    for (i, value) in got.into_iter().enumerate() {
+        // SAFETY: `values` and `found` hold `count` elements (checked non-null above), and
+        // `i < count`.
+        unsafe {
+            found.add(i).write(value.is_some());
+            values.add(i).write(give_buf(value.unwrap_or_default()));
+        }
+    }
+    Ok(())
+}
+
 /// The NUL-terminated UTF-8 string at `p`, or `None` for null.
 pub(crate) fn str_at<'a>(p: *const c_char, what: &str) -> Result<Option<&'a str>, Fail> {
     if p.is_null() {

@@ -3,7 +3,8 @@
 
 use crate::db::hasher_of;
 use crate::error::{
-    bytes_at, give_buf, guard, key_at, need_out, put_out, str_at, Fail, SprigBuf, SprigStatus,
+    bytes_at, get_many_into, give_buf, guard, key_at, need_out, put_out, str_at, Fail, SprigBuf,
+    SprigStatus,
 };
 use crate::handles::{self, Object, SprigDb, SprigView};
 use sprig::ReadView;
@@ -135,32 +136,10 @@ pub unsafe extern "C" fn sprig_view_get_many(
     err: *mut *mut c_char,
 ) -> SprigStatus {
     guard(err, || {
-        let bytes = count
-            .checked_mul(32)
-            .ok_or_else(|| Fail::new(SprigStatus::InvalidArgument, "count is too large"))?;
-        let flat = bytes_at(keys, bytes, "keys")?;
-        if count > 0 {
-            need_out(values, "values")?;
-            need_out(found, "found")?;
-        }
-        let keys: Vec<[u8; 32]> = flat
-            .chunks_exact(32)
-            .map(|c| {
-                let mut k = [0u8; 32];
-                k.copy_from_slice(c);
-                k
-            })
-            .collect();
-        let v = handles::view(view)?;
-        let got = v.get_many_in(&table_of(&v, table)?, &keys)?;
-        for (i, value) in got.into_iter().enumerate() {
-            // SAFETY: `values` and `found` hold `count` elements (checked non-null above).
-            unsafe {
-                found.add(i).write(value.is_some());
-                values.add(i).write(give_buf(value.unwrap_or_default()));
-            }
-        }
-        Ok(())
+        get_many_into(keys, count, values, found, |keys| {
+            let v = handles::view(view)?;
+            Ok(v.get_many_in(&table_of(&v, table)?, keys)?)
+        })
     })
 }
 

@@ -319,6 +319,20 @@ int main(int argc, char **argv) {
       CHECK(found && v.len == 1 && v.data[0] == n - 1);
       OK(sprig_buf_free(&v));
     }
+    if (n == 3) { /* several keys read together through the batch, one of them absent */
+      uint8_t two[64];
+      SprigBuf two_values[2];
+      bool two_found[2];
+      key(two, 102);
+      key(two + 32, 200);
+      OK(sprig_batch_get_many(pipe_batch, NULL, two, 2, two_values, two_found, NULL));
+      CHECK(two_found[0] && two_values[0].len == 1 && two_values[0].data[0] == 2);
+      CHECK(!two_found[1] && two_values[1].len == 0);
+      OK(sprig_buf_free(&two_values[0]));
+      OK(sprig_buf_free(&two_values[1]));
+      FAILS(SPRIG_STATUS_NULL_POINTER,
+            sprig_batch_get_many(pipe_batch, NULL, two, 2, NULL, two_found, &err));
+    }
     key(k, (uint8_t)(100 + n));
     OK(sprig_batch_put(pipe_batch, NULL, k, &n, 1, NULL));
     OK(sprig_batch_finish(pipe_batch, &pipe_pending, NULL));
