@@ -1,7 +1,7 @@
 //! `sprig.Batch`, `sprig.Pending` and `sprig.CommitInfo`: changes gathered, applied in memory
 //! (root and witness known), committed.
 
-use crate::convert::{bytes, err, error, key_arg};
+use crate::convert::{bytes, err, error, key_arg, keys_arg};
 use crate::db::table_of;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyTuple};
@@ -98,10 +98,7 @@ impl Batch {
         keys: Vec<Vec<u8>>,
         table: Option<&str>,
     ) -> PyResult<Vec<Option<Bound<'py, PyBytes>>>> {
-        let ks = keys
-            .iter()
-            .map(|k| key_arg(k))
-            .collect::<PyResult<Vec<_>>>()?;
+        let ks = keys_arg(&keys)?;
         // The reads wait for the disk without the interpreter; the batch is locked inside, so
         // a thread holding the interpreter never waits for it.
         let vs = py.allow_threads(|| self.with(table, |b, t| b.get_many_in(t, &ks)))?;

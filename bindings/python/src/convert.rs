@@ -63,6 +63,11 @@ pub fn key_arg(bytes: &[u8]) -> PyResult<KeyPath> {
     })
 }
 
+/// 32-byte key paths from a list of `bytes` (the first bad one refused).
+pub fn keys_arg(keys: &[Vec<u8>]) -> PyResult<Vec<KeyPath>> {
+    keys.iter().map(|k| key_arg(k)).collect()
+}
+
 /// The hasher named `name` (`blake3`, `sha256`, `keccak256`).
 pub fn hasher(name: &str) -> PyResult<Hasher> {
     Hasher::from_name(name).ok_or_else(|| {

@@ -1,7 +1,7 @@
 //! `sprig.View` and `sprig.Cursor`: a consistent read-only version (the latest, a retained
 //! one, or a snapshot): get, get_many, iteration over any range forward or reverse, proofs.
 
-use crate::convert::{bytes, err, error, key_arg};
+use crate::convert::{bytes, err, error, key_arg, keys_arg};
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 use std::sync::Mutex;
@@ -78,10 +78,7 @@ impl View {
         keys: Vec<Vec<u8>>,
         table: Option<&str>,
     ) -> PyResult<Vec<Option<Bound<'py, PyBytes>>>> {
-        let ks = keys
-            .iter()
-            .map(|k| key_arg(k))
-            .collect::<PyResult<Vec<_>>>()?;
+        let ks = keys_arg(&keys)?;
         let t = self.table(table)?;
         let vs = py
             .allow_threads(|| self.view.get_many_in(&t, &ks))
@@ -132,10 +129,7 @@ impl View {
 
     /// The witness of `keys` against this view's root (default table), encoded.
     fn witness<'py>(&self, py: Python<'py>, keys: Vec<Vec<u8>>) -> PyResult<Bound<'py, PyBytes>> {
-        let ks = keys
-            .iter()
-            .map(|k| key_arg(k))
-            .collect::<PyResult<Vec<_>>>()?;
+        let ks = keys_arg(&keys)?;
         let w = py.allow_threads(|| self.view.witness(&ks)).map_err(err)?;
         Ok(bytes(py, &w.encode(self.view.hasher())))
     }
