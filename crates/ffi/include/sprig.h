@@ -3,8 +3,8 @@
  *
  * - Every function returns a SprigStatus; SPRIG_STATUS_OK (0) is success. On failure, if
  *   `err` is not null, *err receives a message to free with sprig_string_free.
- * - Databases, views, batches and pending batches are 64-bit handles that are never reused:
- *   one used after it was closed, freed or consumed (or freed twice) gets
+ * - Databases, views, batches, pending batches and pipelines are 64-bit handles that are
+ *   never reused: one used after it was closed, freed or consumed (or freed twice) gets
  *   SPRIG_STATUS_INVALID_HANDLE, never undefined behaviour.
  * - Null where a value is needed is SPRIG_STATUS_NULL_POINTER. Keys are 32-byte key paths
  *   (sprig_key_path hashes byte keys); a table argument is a name, or NULL for the default.
@@ -318,7 +318,8 @@ enum SprigStatus sprig_open(const char *path,
 enum SprigStatus sprig_open_in_memory(const struct SprigOptions *options, SprigDb *db, char **err);
 
 // Close a database handle. The database itself closes (its lock released) once its views,
-// batches and pending batches are freed too. Closing twice is `SPRIG_STATUS_INVALID_HANDLE`.
+// batches, pending batches and pipelines are freed too. Closing twice is
+// `SPRIG_STATUS_INVALID_HANDLE`.
 //
 // # Safety
 // `err` is null or writable.

@@ -170,7 +170,8 @@ pub unsafe extern "C" fn sprig_open_in_memory(
 }
 
 /// Close a database handle. The database itself closes (its lock released) once its views,
-/// batches and pending batches are freed too. Closing twice is `SPRIG_STATUS_INVALID_HANDLE`.
+/// batches, pending batches and pipelines are freed too. Closing twice is
+/// `SPRIG_STATUS_INVALID_HANDLE`.
 ///
 /// # Safety
 /// `err` is null or writable.

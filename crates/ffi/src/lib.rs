@@ -5,9 +5,9 @@
 //! - Every function returns a [`SprigStatus`]; `SPRIG_STATUS_OK` (0) is success. On failure,
 //!   if `err` is not null, `*err` receives a message the caller frees with
 //!   [`sprig_string_free`].
-//! - Databases, views, batches, pending batches and pipelines are opaque 64-bit handles, never reused:
-//!   a handle used after it was closed, freed or consumed gets `SPRIG_STATUS_INVALID_HANDLE`
-//!   (so does freeing one twice), never undefined behaviour.
+//! - Databases, views, batches, pending batches and pipelines are opaque 64-bit handles, never
+//!   reused: a handle used after it was closed, freed or consumed gets
+//!   `SPRIG_STATUS_INVALID_HANDLE` (so does freeing one twice), never undefined behaviour.
 //! - Every pointer argument is checked: null where a value is needed is
 //!   `SPRIG_STATUS_NULL_POINTER`. Keys are 32-byte key paths (`sprig_key_path` hashes byte
 //!   keys); a table argument is a NUL-terminated name, or null for the default table.
