@@ -23,6 +23,24 @@ pub struct SprigCommitInfo {
     pub db_root: [u8; 32],
 }
 
+impl From<&sprig::CommitInfo> for SprigCommitInfo {
+    fn from(info: &sprig::CommitInfo) -> SprigCommitInfo {
+        SprigCommitInfo {
+            seq: info.seq,
+            root: info.root,
+            db_root: info.db_root,
+        }
+    }
+}
+
+/// Write `info` to `*out` if `out` is not null.
+pub(crate) fn put_info(out: *mut SprigCommitInfo, info: &sprig::CommitInfo) -> Result<(), Fail> {
+    if out.is_null() {
+        return Ok(());
+    }
+    put_out(out, "info", SprigCommitInfo::from(info))
+}
+
 /// Register a batch of `db`; its new handle.
 pub(crate) fn new_batch(batch: WriteBatch, db: Db) -> u64 {
     handles::insert(Object::Batch(Arc::new(Mutex::new(Some(batch))), db))
@@ -293,10 +311,7 @@ pub unsafe extern "C" fn sprig_commit(
     guard(err, || {
         let d = handles::db(db)?;
         let done = d.commit(take_pending(pending)?)?;
-        if !info.is_null() {
-            put_out(info, "info", SprigCommitInfo::from(&done))?;
-        }
-        Ok(())
+        put_info(info, &done)
     })
 }
 

@@ -1,6 +1,6 @@
-//! The handle registry: every database, view, batch, pending batch and pipeline the caller holds is an
-//! entry here under a 64-bit id that is never reused, so a closed, freed, consumed or forged
-//! handle is found out (`SPRIG_STATUS_INVALID_HANDLE`) instead of dereferenced.
+//! The handle registry: every database, view, batch, pending batch and pipeline the caller
+//! holds is an entry here under a 64-bit id that is never reused, so a closed, freed, consumed
+//! or forged handle is found out (`SPRIG_STATUS_INVALID_HANDLE`) instead of dereferenced.
 
 use crate::error::{lock, Fail, SprigStatus};
 use sprig::{Db, Pending, Pipeline, ReadView, WriteBatch};

@@ -2,21 +2,11 @@
 //! background thread, so the caller reads and finishes the next batch while the one before is
 //! written and synced.
 
-use crate::batch::{new_batch, take_pending, SprigCommitInfo};
+use crate::batch::{new_batch, put_info, take_pending, SprigCommitInfo};
 use crate::error::{guard, lock, need_out, put_out, Fail, SprigStatus};
 use crate::handles::{self, Object, SprigBatch, SprigDb, SprigPending, SprigPipeline};
 use std::ffi::c_char;
 use std::sync::{Arc, Mutex};
-
-impl From<&sprig::CommitInfo> for SprigCommitInfo {
-    fn from(info: &sprig::CommitInfo) -> SprigCommitInfo {
-        SprigCommitInfo {
-            seq: info.seq,
-            root: info.root,
-            db_root: info.db_root,
-        }
-    }
-}
 
 /// Run `f` on the pipeline `id` (locked: calls on one pipeline take turns).
 fn with_pipeline<T>(
@@ -26,14 +16,6 @@ fn with_pipeline<T>(
     let (cell, db) = handles::pipeline(id)?;
     let mut pipeline = lock(&cell);
     f(&mut pipeline, &db)
-}
-
-/// Write `info` to `*out` if `out` is not null.
-fn put_info(out: *mut SprigCommitInfo, info: &sprig::CommitInfo) -> Result<(), Fail> {
-    if out.is_null() {
-        return Ok(());
-    }
-    put_out(out, "info", SprigCommitInfo::from(info))
 }
 
 /// A commit pipeline on `db` in which at most `depth` finished batches wait for their commit
@@ -93,10 +75,11 @@ pub unsafe extern "C" fn sprig_pipeline_submit(
     err: *mut *mut c_char,
 ) -> SprigStatus {
     guard(err, || {
-        // The pipeline is checked before the pending handle is consumed.
-        handles::pipeline(pipeline)?;
+        // The pipeline is found before the pending handle is consumed.
+        let (cell, _) = handles::pipeline(pipeline)?;
         let p = take_pending(pending)?;
-        with_pipeline(pipeline, |pipe, _| Ok(pipe.submit(p)?))
+        lock(&cell).submit(p)?;
+        Ok(())
     })
 }
 
@@ -162,8 +145,7 @@ pub unsafe extern "C" fn sprig_pipeline_free(
         else {
             return Err(Fail::new(SprigStatus::InvalidHandle, "not a pipeline"));
         };
-        let flushed = lock(&cell).flush();
-        flushed?;
+        lock(&cell).flush()?;
         Ok(())
     })
 }
